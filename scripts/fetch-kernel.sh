@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Download Debian's linux-source-7.3 package and unpack a pristine tree into the cache.
+set -euo pipefail
+
+usage() {
+    cat <<USAGE
+Usage: $0 [--help]
+
+Fetches linux-source-7.3 (any 7.3.x) from Debian's trixie-backports suite and unpacks it to
+\$RBLK_CACHE/src/linux-<version> (default cache: /var/cache/rust-blk). Prints the tree's path.
+USAGE
+}
+[[ "${1:-}" == "--help" || "${1:-}" == "-h" ]] && { usage; exit 0; }
+
+CACHE=${RBLK_CACHE:-/var/cache/rust-blk}
+PKG=linux-source-7.3
+LIST=/etc/apt/sources.list.d/rust-blk-trixie-backports.list
+mkdir -p "$CACHE/src" "$CACHE/deb"
+
+# Reuse an unpacked tree if there is one.
+existing=$(find "$CACHE/src" -maxdepth 1 -name 'linux-source-7.3*' -type d -printf '%p\n' 2>/dev/null | sort -V | tail -n1)
+if [[ -n "$existing" && -f "$existing/.rblk-unpacked" ]]; then
+    echo "$existing"
+    exit 0
+fi
+
+if [[ ! -f "$LIST" ]]; then
+    echo "deb http://deb.debian.org/debian trixie-backports main" >"$LIST"
+    # Never let the newer suite's packages win over bookworm's.
+    cat >/etc/apt/preferences.d/rust-blk-trixie-backports <<PREF
+Package: *
+Pin: release n=trixie-backports
+Pin-Priority: 100
+PREF
+fi
+apt-get update -qq -o Dir::Etc::sourcelist="$LIST" -o Dir::Etc::sourceparts=- \
+    -o APT::Get::List-Cleanup=0 >&2
+cd "$CACHE/deb"
+if ! apt-get download -qq "$PKG" >&2; then
+    echo "fetch-kernel: ERROR: package $PKG is not available from trixie-backports any more." >&2
+    echo "fetch-kernel: this project needs a 7.3.x kernel source; see README 'Kernel source'." >&2
+    exit 1
+fi
+deb=$(ls -t "$CACHE"/deb/${PKG}_*.deb | head -n1)
+ver=$(dpkg-deb -f "$deb" Version)
+case "$ver" in
+    7.3*) ;;
+    *) echo "fetch-kernel: ERROR: $PKG has version $ver, need 7.3.x" >&2; exit 1 ;;
+esac
+tmp=$(mktemp -d "$CACHE/deb/x.XXXX")
+dpkg-deb -x "$deb" "$tmp"
+tar -C "$CACHE/src" -xf "$tmp"/usr/src/${PKG}.tar.xz
+rm -rf "$tmp"
+tree="$CACHE/src/$PKG"
+touch "$tree/.rblk-unpacked"
+echo "$tree"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Drop the project's drivers into a kernel tree as drivers/block/rust_blk and wire up Kconfig/Makefile.
+set -euo pipefail
+
+usage() {
+    cat <<USAGE
+Usage: $0 KERNEL_TREE
+
+Copies Kconfig, Kbuild and the driver sources to KERNEL_TREE/drivers/block/rust_blk/ and adds
+them to drivers/block/Kconfig and drivers/block/Makefile (idempotent). The drivers are then
+selected with CONFIG_BLK_DEV_RUST_PMEM / CONFIG_BLK_DEV_RUST_NVME_MQ (y or m).
+USAGE
+}
+[[ "${1:-}" == "--help" || "${1:-}" == "-h" || $# -ne 1 ]] && { usage; [[ $# -eq 1 ]]; exit $?; }
+
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+TREE=$1
+DEST="$TREE/drivers/block/rust_blk"
+[[ -f "$TREE/drivers/block/Kconfig" ]] || { echo "install-in-tree: $TREE is not a kernel tree" >&2; exit 1; }
+
+mkdir -p "$DEST"
+cp "$TOP"/Kconfig "$TOP"/Kbuild "$TOP"/rust_pmem.rs "$TOP"/rust_nvme_mq.rs "$DEST"/
+# The in-tree Makefile is the Kbuild file; a plain copy keeps one source of truth.
+grep -q 'drivers/block/rust_blk/Kconfig' "$TREE/drivers/block/Kconfig" ||
+    sed -i 's|^source "drivers/block/rnull/Kconfig"|&\n\nsource "drivers/block/rust_blk/Kconfig"|' "$TREE/drivers/block/Kconfig"
+grep -q 'drivers/block/rust_blk/Kconfig' "$TREE/drivers/block/Kconfig" ||
+    { echo "install-in-tree: could not hook drivers/block/Kconfig" >&2; exit 1; }
+grep -q 'rust_blk/' "$TREE/drivers/block/Makefile" ||
+    echo 'obj-y				+= rust_blk/' >>"$TREE/drivers/block/Makefile"
+echo "install-in-tree: installed into $DEST"
