@@ -9,6 +9,7 @@ Usage: $0 [--builtin] [--help]
 Builds bzImage and modules with LLVM=-19 into a cache outside the checkout and prints the build
 directory on the last line of stdout.
 
+  --print-dir print the build directory (no building) and exit
   --builtin   build the variant with rust_pmem and rust_nvme_mq built into the kernel
               (the project's sources dropped into drivers/block/rust_blk by
               scripts/install-in-tree.sh and enabled through Kconfig)
@@ -23,9 +24,11 @@ USAGE
 }
 
 BUILTIN=0
+PRINT_DIR=0
 for a in "$@"; do
     case "$a" in
         --builtin) BUILTIN=1 ;;
+        --print-dir) PRINT_DIR=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "build-kernel: unknown argument $a" >&2; usage >&2; exit 2 ;;
     esac
@@ -37,10 +40,22 @@ export PATH="$HOME/.cargo/bin:$PATH"
 JOBS=${JOBS:-$(nproc)}
 log() { echo "build-kernel: $*" >&2; }
 
+FRAG="$TOP/kernel/config.fragment"
+build_dir() { # VERSION
+    local d="$CACHE/build/$1-$(sha256sum <"$FRAG" | cut -c1-12)"
+    [[ $BUILTIN == 1 ]] && d="$d-builtin"
+    echo "$d"
+}
+if [[ $PRINT_DIR == 1 ]]; then
+    src=$(find "$CACHE/src" -maxdepth 1 -name 'linux-source-7.3*' -type d 2>/dev/null | sort -V | tail -n1)
+    [[ -n "$src" ]] || exit 1
+    build_dir "$(make -s -C "$src" kernelversion)"
+    exit 0
+fi
+
 SRC=$("$TOP/scripts/fetch-kernel.sh")
 VER=$(make -s -C "$SRC" kernelversion)
 TREE="$CACHE/tree/$VER"
-FRAG="$TOP/kernel/config.fragment"
 
 # 1. Patched tree, refreshed by content.
 series_hash=$( (cat "$TOP"/kernel/patches/*.patch 2>/dev/null; cat "$TOP"/Kconfig "$TOP"/Kbuild "$TOP"/*.rs "$TOP"/scripts/install-in-tree.sh) | sha256sum | cut -c1-16)
@@ -64,9 +79,16 @@ if [[ ! -f "$TREE/.rblk-series" || "$(cat "$TREE/.rblk-series")" != "$series_has
 fi
 
 # 2. Configuration.
-cfg_hash=$(cat "$FRAG" | sha256sum | cut -c1-12)
-BUILD="$CACHE/build/$VER-$cfg_hash"
-[[ $BUILTIN == 1 ]] && BUILD="$BUILD-builtin"
+BUILD=$(build_dir "$VER")
+if [[ $BUILTIN == 1 && ! -d "$BUILD" ]]; then
+    # Seed the built-in variant from the modular build (timestamps kept), so that only what the
+    # changed options touch is rebuilt instead of the whole kernel.
+    base=$(BUILTIN=0 build_dir "$VER")
+    if [[ -f "$base/vmlinux" ]]; then
+        log "seeding $BUILD from $base"
+        cp -a "$base" "$BUILD.tmp" && mv "$BUILD.tmp" "$BUILD"
+    fi
+fi
 mkdir -p "$BUILD"
 MAKE=(make -s -C "$TREE" O="$BUILD" LLVM=-19 -j"$JOBS")
 
@@ -109,9 +131,16 @@ fi
 # 3. Build, with progress on stderr.
 log "building in $BUILD (log: $BUILD/build.log)"
 start=$(date +%s)
-if ! "${MAKE[@]}" bzImage modules >"$BUILD/build.log" 2>&1; then
-    tail -n 40 "$BUILD/build.log" >&2
-    log "ERROR: kernel build failed"
+make -C "$TREE" O="$BUILD" LLVM=-19 -j"$JOBS" bzImage modules >"$BUILD/build.log" 2>&1 &
+pid=$!
+# Progress: one line a minute with the number of build steps done so far.
+while kill -0 "$pid" 2>/dev/null; do
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -0 "$pid" 2>/dev/null && log "  ... $(($(date +%s) - start)) s, $(grep -cE '^  [A-Z]' "$BUILD/build.log") steps"
+done
+if ! wait "$pid"; then
+    grep -E 'error|Error' -A5 "$BUILD/build.log" | head -n 60 >&2
+    log "ERROR: kernel build failed (full log: $BUILD/build.log)"
     exit 1
 fi
 log "built in $(($(date +%s) - start)) s"

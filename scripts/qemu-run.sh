@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Boot the project's kernel + initramfs in QEMU with an NVDIMM and/or an NVMe controller, stream the
+# serial console, and return the guest command's exit status (from its "RBLK-EXIT <n>" line).
+set -euo pipefail
+
+DEFAULT_SMP=2
+DEFAULT_MEM=2G
+DEFAULT_TIMEOUT=600                   # seconds
+DEFAULT_PMEM_SIZE=1G
+DEFAULT_NVME_SIZE=1G
+MEM_SLOTS=2                           # hotplug slots for -m (the NVDIMM takes one)
+NVME_SERIAL=rblk0001
+KILL_GRACE=10                         # seconds between SIGTERM and SIGKILL to QEMU on timeout
+TAIL_LINES=40                         # console lines repeated after a timeout / missing status
+TAIL_POLL=0.2                         # seconds: how often the console follower checks QEMU is alive
+EXIT_TIMEOUT=124                      # our status when the guest timed out without a status line
+EXIT_NO_STATUS=125                    # our status when QEMU ended without a status line
+KERNEL_ARGS_BASE="console=ttyS0 panic=-1 loglevel=7"
+IMG_DIR=${RBLK_IMAGES:-/var/tmp/rust-blk-images}
+QEMU_BIN=${RBLK_QEMU:-qemu-system-x86_64}
+
+usage() {
+    cat <<USAGE
+Usage: $0 --kernel BZIMAGE --initrd FILE [--smp N] [--mem SIZE]
+          [--pmem-img PATH] [--pmem-size SIZE]
+          [--nvme-img PATH] [--nvme-size SIZE] [--nvme-queues N]
+          [--append 'EXTRA KERNEL ARGS'] [--timeout SECONDS] [--log FILE] [--help]
+
+Boots QEMU (machine pc,nvdimm=on; TCG with -cpu max, or KVM with -cpu host if RBLK_ACCEL=kvm),
+streams the serial console to stdout and to the log file, and exits with the status from the
+guest's "RBLK-EXIT <n>" line (see scripts/make-initramfs.sh --cmd). Without that line: $EXIT_TIMEOUT
+if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repeated), else $EXIT_NO_STATUS
+(guest panicked, QEMU failed to start, ...).
+
+  --smp N             vCPUs (default $DEFAULT_SMP)
+  --mem SIZE          guest RAM, K/M/G/T suffixes (default $DEFAULT_MEM)
+  --pmem-img PATH     NVDIMM backing file (default $IMG_DIR/pmem0.img when only --pmem-size given)
+  --pmem-size SIZE    NVDIMM size (default $DEFAULT_PMEM_SIZE when only --pmem-img given)
+  --nvme-img PATH     NVMe namespace raw image (default $IMG_DIR/nvme0.img when only
+                      --nvme-size/--nvme-queues given)
+  --nvme-size SIZE    NVMe image size (default $DEFAULT_NVME_SIZE)
+  --nvme-queues N     controller's max_ioqpairs (default: --smp); the guest gets min(vCPUs, N)
+  --append ARGS       extra kernel command line, after "$KERNEL_ARGS_BASE"
+  --timeout SECONDS   wall-clock limit for the whole boot (default $DEFAULT_TIMEOUT)
+  --log FILE          console log (default: a temporary file, deleted at exit)
+
+Images are created (sparse, truncate) when missing and KEPT across boots, so data persistence can
+be tested; an existing image smaller than the requested size is grown (data kept), a larger one is
+used as is. Delete the file to start from zeros. The NVDIMM image is flock'ed while QEMU runs, so
+two runs cannot share one by accident. Environment: RBLK_IMAGES (image dir, default
+/var/tmp/rust-blk-images), RBLK_ACCEL=kvm, RBLK_QEMU (QEMU binary).
+With a terminal on stdin it is handed to the guest console (Ctrl-A X quits QEMU).
+USAGE
+}
+
+die() { echo "qemu-run: ERROR: $*" >&2; exit 2; }
+log() { echo "qemu-run: $*" >&2; }
+need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs an argument"; }
+to_bytes() {  # SIZE with optional K/M/G/T (binary) suffix -> bytes
+    local v=${1%iB}; v=${v%B}
+    [[ "$v" =~ ^[0-9]+[KkMmGgTt]?$ ]] || die "bad size '$1'"
+    numfmt --from=iec "${v^^}"
+}
+
+KERNEL="" INITRD="" SMP=$DEFAULT_SMP MEM=$DEFAULT_MEM TIMEOUT=$DEFAULT_TIMEOUT LOG=""
+PMEM_IMG="" PMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --kernel) need_arg "$@"; KERNEL=$2; shift 2 ;;
+        --initrd) need_arg "$@"; INITRD=$2; shift 2 ;;
+        --smp) need_arg "$@"; SMP=$2; shift 2 ;;
+        --mem) need_arg "$@"; MEM=$2; shift 2 ;;
+        --pmem-img) need_arg "$@"; PMEM_IMG=$2; shift 2 ;;
+        --pmem-size) need_arg "$@"; PMEM_SIZE=$2; shift 2 ;;
+        --nvme-img) need_arg "$@"; NVME_IMG=$2; shift 2 ;;
+        --nvme-size) need_arg "$@"; NVME_SIZE=$2; shift 2 ;;
+        --nvme-queues) need_arg "$@"; NVME_QUEUES=$2; shift 2 ;;
+        --append) [[ $# -ge 2 ]] || die "--append needs an argument"; APPEND=$2; shift 2 ;;
+        --timeout) need_arg "$@"; TIMEOUT=$2; shift 2 ;;
+        --log) need_arg "$@"; LOG=$2; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown argument $1" ;;
+    esac
+done
+[[ -n "$KERNEL" && -n "$INITRD" ]] || { usage >&2; die "--kernel and --initrd are required"; }
+[[ -f "$KERNEL" ]] || die "kernel $KERNEL not found"
+[[ -f "$INITRD" ]] || die "initrd $INITRD not found"
+[[ "$SMP" =~ ^[1-9][0-9]*$ ]] || die "--smp must be a positive integer"
+[[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive integer (seconds)"
+[[ -z "$NVME_QUEUES" || "$NVME_QUEUES" =~ ^[1-9][0-9]*$ ]] || die "--nvme-queues must be a positive integer"
+command -v "$QEMU_BIN" >/dev/null || die "$QEMU_BIN not found"
+MIB=$((1024 * 1024))
+mem_mib=$(($(to_bytes "$MEM") / MIB))
+
+# prepare_image PATH SIZE_BYTES: create sparse or grow; never shrink or clear.
+prepare_image() {
+    local path=$1 want=$2 have
+    mkdir -p "$(dirname "$path")"
+    if [[ ! -e "$path" ]]; then
+        truncate -s "$want" "$path"; log "created $path ($want bytes)"
+    else
+        have=$(stat -c %s "$path")
+        if ((have < want)); then truncate -s "$want" "$path"; log "grew $path from $have to $want bytes"
+        elif ((have > want)); then log "note: $path is $have bytes (> requested $want), used as is"; fi
+    fi
+}
+
+ACCEL=(-accel tcg -cpu max)
+[[ "${RBLK_ACCEL:-tcg}" == kvm ]] && ACCEL=(-accel kvm -cpu host)
+QEMU=("$QEMU_BIN" "${ACCEL[@]}" -machine pc,nvdimm=on -smp "$SMP"
+      -nodefaults -display none -serial mon:stdio -net none -no-reboot
+      -kernel "$KERNEL" -initrd "$INITRD")
+
+if [[ -n "$PMEM_IMG" || -n "$PMEM_SIZE" ]]; then
+    PMEM_IMG=${PMEM_IMG:-$IMG_DIR/pmem0.img}
+    if [[ -z "$PMEM_SIZE" && -e "$PMEM_IMG" ]]; then pmem_bytes=$(stat -c %s "$PMEM_IMG")
+    else pmem_bytes=$(to_bytes "${PMEM_SIZE:-$DEFAULT_PMEM_SIZE}"); fi
+    ((pmem_bytes % MIB == 0)) || die "pmem size must be a multiple of 1 MiB"
+    prepare_image "$PMEM_IMG" "$pmem_bytes"
+    # QEMU maps the file shared: a second guest on the same file would corrupt it.
+    exec {pmem_lock}<"$PMEM_IMG"
+    flock -n "$pmem_lock" || die "$PMEM_IMG is in use by another qemu-run"
+    QEMU+=(-m "${mem_mib}M,slots=$MEM_SLOTS,maxmem=$((mem_mib + pmem_bytes / MIB))M"
+           -object "memory-backend-file,id=mem1,share=on,mem-path=$PMEM_IMG,size=$pmem_bytes"
+           -device nvdimm,id=nv1,memdev=mem1)
+else
+    QEMU+=(-m "${mem_mib}M")
+fi
+
+if [[ -n "$NVME_IMG" || -n "$NVME_SIZE" || -n "$NVME_QUEUES" ]]; then
+    NVME_IMG=${NVME_IMG:-$IMG_DIR/nvme0.img}
+    prepare_image "$NVME_IMG" "$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}")"
+    QEMU+=(-drive "file=$NVME_IMG,if=none,id=nvm,format=raw"
+           -device "nvme,serial=$NVME_SERIAL,drive=nvm,max_ioqpairs=${NVME_QUEUES:-$SMP}")
+fi
+QEMU+=(-append "$KERNEL_ARGS_BASE${APPEND:+ $APPEND}")
+
+if [[ -z "$LOG" ]]; then
+    LOG=$(mktemp "${TMPDIR:-/tmp}/qemu-run.XXXXXX.log"); KEEP_LOG=0
+else
+    mkdir -p "$(dirname "$LOG")"; KEEP_LOG=1
+fi
+: >"$LOG"
+
+# QEMU runs under `timeout` (which enforces the deadline even if this script is killed), writes the
+# console to the log file, and `tail` follows the file to stdout until QEMU is gone.
+# --foreground keeps QEMU in our process group, so it can read the terminal when there is one.
+TPID="" TAILPID="" STTY_SAVED=""
+# Hand the terminal to the guest only when it is ours (foreground); otherwise QEMU would stop on
+# SIGTTIN. Any other stdin is not forwarded.
+GUEST_STDIN=/dev/null
+if [[ -t 0 ]] && [[ "$(ps -o tpgid= -p $$ | tr -d ' ')" == "$(ps -o pgid= -p $$ | tr -d ' ')" ]]; then
+    GUEST_STDIN=/dev/stdin
+    STTY_SAVED=$(stty -g 2>/dev/null || true)
+fi
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM HUP
+    if [[ -n "$TPID" ]] && kill -0 "$TPID" 2>/dev/null; then
+        # timeout(1) passes SIGTERM on to QEMU; SIGKILL both if QEMU does not go in time.
+        local qpid; qpid=$(pgrep -P "$TPID" || true)
+        kill -TERM "$TPID" 2>/dev/null || true
+        for _ in $(seq "$KILL_GRACE"); do kill -0 "$TPID" 2>/dev/null || break; sleep 1; done
+        kill -KILL "$TPID" $qpid 2>/dev/null || true
+    fi
+    [[ -n "$TAILPID" ]] && kill "$TAILPID" 2>/dev/null || true
+    [[ -n "$STTY_SAVED" ]] && stty "$STTY_SAVED" 2>/dev/null || true
+    [[ "$KEEP_LOG" == 1 ]] || rm -f "$LOG"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+start=$EPOCHREALTIME
+timeout --foreground --kill-after="$KILL_GRACE" "$TIMEOUT" "${QEMU[@]}" <"$GUEST_STDIN" >>"$LOG" 2>&1 &
+TPID=$!
+tail -n +1 -s "$TAIL_POLL" -F --pid="$TPID" "$LOG" 2>/dev/null &
+TAILPID=$!
+set +e
+wait "$TPID"
+trc=$?
+set -e
+TPID=""
+wait "$TAILPID" 2>/dev/null || true
+TAILPID=""
+[[ -n "$STTY_SAVED" ]] && stty "$STTY_SAVED" 2>/dev/null || true
+elapsed=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+where=""
+[[ "$KEEP_LOG" == 1 ]] && where=" (log: $LOG)"
+
+status=$(tr -d '\r' <"$LOG" | sed -n 's/^RBLK-EXIT \([0-9]\{1,3\}\)$/\1/p' | tail -n 1)
+# timeout(1): 124 = deadline hit (QEMU ended on SIGTERM), 137 = QEMU needed SIGKILL.
+timed_out=0
+[[ $trc == 124 || $trc == 137 ]] && timed_out=1
+if [[ -n "$status" ]]; then
+    ((timed_out)) && log "warning: guest reported its status but QEMU had to be killed at the timeout"
+    log "guest exit status $status after $elapsed s$where"
+    exit "$status"
+fi
+if ((timed_out)); then
+    echo "qemu-run: TIMEOUT after $TIMEOUT s$where" >&2
+    rc=$EXIT_TIMEOUT
+else
+    echo "qemu-run: no RBLK-EXIT line (QEMU exit status $trc after $elapsed s)$where" >&2
+    rc=$EXIT_NO_STATUS
+fi
+echo "qemu-run: last $TAIL_LINES console lines:" >&2
+tail -n "$TAIL_LINES" "$LOG" | tr -d '\r' >&2
+exit "$rc"

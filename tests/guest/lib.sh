@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers for the guest test suites: run a test function, print "PASS name" or "FAIL name".
+
+MODDIR=/lib/modules/extra
+TOOLS=/tests/bin
+
+# t NAME FUNCTION [ARGS...]: run FUNCTION in a subshell; its output is shown only on failure.
+t() {
+    local name=$1 rc
+    shift
+    # Not in a conditional context, so that `set -e` really applies inside the test.
+    ( set -euo pipefail; "$@" ) >/tmp/test.out 2>&1
+    rc=$?
+    if [[ $rc == 0 ]]; then
+        echo "PASS $name"
+    else
+        echo "FAIL $name"
+        tail -n 25 /tmp/test.out | sed 's/^/    | /'
+    fi
+}
+
+fail() { echo "assertion failed: $*"; exit 1; }
+
+# expect_eq WHAT GOT WANT
+expect_eq() { [[ "$2" == "$3" ]] || fail "$1: got '$2', want '$3'"; }
+
+# The first disk of a driver appears asynchronously with udev-less devtmpfs; wait for it.
+wait_dev() {
+    local dev=$1 i
+    for i in $(seq 50); do [[ -b $dev ]] && return 0; sleep 0.1; done
+    fail "$dev did not appear"
+}
+
+load_rust_pmem() { insmod "$MODDIR/rust_pmem.ko" "$@"; wait_dev /dev/rpmem0; }
+unload_module() { # NAME: rmmod, retrying while a closing opener still pins it
+    local i
+    for i in $(seq 50); do rmmod "$1" 2>/dev/null && return 0; sleep 0.1; done
+    rmmod "$1"
+}
+param() { cat "/sys/module/$1/parameters/$2"; }
+bytes_of() { echo $(($(cat /sys/block/$1/size) * 512)); }
+
+# fio_verify DEV [EXTRA...]: write the whole device with crc32c checksums, then verify it.
+fio_verify() {
+    local dev=$1
+    shift
+    fio --name=verify --filename="$dev" --direct=1 --ioengine=io_uring --iodepth=16 \
+        --rw=randwrite --bs=4k --size=100% --verify=crc32c --verify_fatal=1 --do_verify=1 \
+        --numjobs=1 --output-format=terse "$@" >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio verify on $dev"; }
+}
+
+# Kernel messages that mean a test broke the kernel.
+BAD_KMSG='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid context|hung_task|panic'
+kernel_clean() {
+    if dmesg | grep -E "$BAD_KMSG"; then fail "kernel reported problems (above)"; fi
+}

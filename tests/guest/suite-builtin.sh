@@ -1,0 +1,17 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The kernel with the drivers built in (Kconfig), booted with rust_pmem.nowait=1.
+source /tests/lib.sh
+
+test_builtin() {
+    wait_dev /dev/rpmem0
+    [[ -d /sys/module/rust_pmem ]] || fail "rust_pmem is not in the kernel"
+    [[ ! -e /sys/module/rust_pmem/refcnt ]] || fail "rust_pmem is a loadable module, not built in"
+    expect_eq "nowait from the command line" "$(param rust_pmem nowait)" Y
+    [[ -d /sys/module/rust_nvme_mq ]] || fail "rust_nvme_mq is not in the kernel"
+    $TOOLS/nowait_read /dev/rpmem0 >/dev/null || fail "RWF_NOWAIT read refused"
+    fio --name=builtin --filename=/dev/rpmem0 --direct=1 --ioengine=io_uring --rw=randwrite \
+        --bs=4k --size=32m --verify=crc32c --verify_fatal=1 --output-format=terse >/dev/null
+    kernel_clean
+}
+t builtin_kernel_boots_with_drivers test_builtin

@@ -1,0 +1,177 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Main guest suite: harness, module parameters, C reference drivers, rust_pmem.
+source /tests/lib.sh
+
+# --- harness and module parameters -------------------------------------------------------
+
+test_rust_pmem_params() {
+    load_rust_pmem nowait=1
+    expect_eq "nowait after nowait=1" "$(param rust_pmem nowait)" Y
+    expect_eq "mode" "$(stat -c %a /sys/module/rust_pmem/parameters/nowait)" 444
+    unload_module rust_pmem
+    load_rust_pmem
+    expect_eq "nowait default" "$(param rust_pmem nowait)" N
+    unload_module rust_pmem
+}
+
+test_rust_nvme_mq_params() {
+    insmod $MODDIR/rust_nvme_mq.ko overflow=0 io_queue_depth=4 nr_io_queues=2
+    expect_eq overflow "$(param rust_nvme_mq overflow)" N
+    expect_eq io_queue_depth "$(param rust_nvme_mq io_queue_depth)" 4
+    expect_eq nr_io_queues "$(param rust_nvme_mq nr_io_queues)" 2
+    unload_module rust_nvme_mq
+    insmod $MODDIR/rust_nvme_mq.ko
+    expect_eq "overflow default" "$(param rust_nvme_mq overflow)" Y
+    unload_module rust_nvme_mq
+}
+
+# insmod MODULE ARGS must fail, and the kernel log must say why (pattern).
+expect_insmod_rejects() {
+    local mod=$1 arg=$2 pattern=$3 out
+    dmesg -C
+    if out=$(insmod "$MODDIR/$mod.ko" "$arg" 2>&1); then
+        rmmod "$mod"
+        fail "insmod $mod $arg succeeded"
+    fi
+    echo "insmod said: $out"
+    dmesg | grep -E "$pattern" || fail "no clear message matching '$pattern' in dmesg"
+    [[ ! -d /sys/module/$mod ]] || fail "$mod stayed loaded"
+}
+
+test_bad_params_rejected() {
+    expect_insmod_rejects rust_pmem nowait=banana "invalid for parameter .nowait"
+    expect_insmod_rejects rust_nvme_mq io_queue_depth=1 "io_queue_depth=1 is out of range"
+    expect_insmod_rejects rust_nvme_mq overflow=maybe "invalid for parameter .overflow"
+    expect_insmod_rejects rust_nvme_mq nr_io_queues=-1 "invalid for parameter .nr_io_queues"
+}
+
+test_c_nd_pmem_binds() {
+    modprobe nd_pmem
+    wait_dev /dev/pmem0
+    [[ $(bytes_of pmem0) -gt 0 ]] || fail "pmem0 has no capacity"
+    dd if=/dev/pmem0 of=/dev/null bs=4k count=16 status=none
+    unload_module nd_pmem
+}
+
+test_c_nvme_multiqueue() {
+    modprobe nvme
+    wait_dev /dev/nvme0n1
+    local nq
+    nq=$(ls /sys/block/nvme0n1/mq | wc -l)
+    echo "nvme0n1 hardware queues: $nq"
+    [[ $nq -ge 2 ]] || fail "want several hardware queues, got $nq"
+    dd if=/dev/nvme0n1 of=/dev/null bs=4k count=16 iflag=direct status=none
+    unload_module nvme
+}
+
+test_kunit_rust_pmem() {
+    dmesg -C
+    load_rust_pmem
+    unload_module rust_pmem
+    dmesg | grep -E "rust_pmem|ok [0-9]+ " || true
+    if dmesg | grep -E "not ok"; then fail "a KUnit case failed"; fi
+    dmesg | grep -qE "ok [0-9]+ rust_pmem$" || fail "KUnit suite rust_pmem did not report ok"
+}
+
+# --- rust_pmem --------------------------------------------------------------------------
+
+test_pmem_verify() { # NOWAIT
+    load_rust_pmem nowait=$1
+    fio_verify /dev/rpmem0
+    unload_module rust_pmem
+}
+
+test_pmem_ext4_fsck() {
+    load_rust_pmem
+    mkfs.ext4 -q -F /dev/rpmem0
+    mkdir -p /mnt/p
+    mount -t ext4 /dev/rpmem0 /mnt/p
+    for i in $(seq 8); do dd if=/dev/urandom of=/mnt/p/f$i bs=64k count=$((i * 4)) status=none; done
+    mkdir /mnt/p/dir && cp /mnt/p/f3 /mnt/p/dir/copy
+    (cd /mnt/p && sha256sum f* dir/copy) >/tmp/sums
+    umount /mnt/p
+    e2fsck -f -n /dev/rpmem0 || fail "fsck found problems"
+    unload_module rust_pmem
+    load_rust_pmem
+    mount -t ext4 /dev/rpmem0 /mnt/p
+    (cd /mnt/p && sha256sum -c /tmp/sums) || fail "checksums differ after remount"
+    umount /mnt/p
+    unload_module rust_pmem
+}
+
+test_pmem_out_of_range() {
+    load_rust_pmem
+    local size blocks out
+    size=$(bytes_of rpmem0)
+    blocks=$((size / 4096))
+    # A write past the end is refused with an error.
+    if out=$(dd if=/dev/zero of=/dev/rpmem0 bs=4k seek=$blocks count=1 oflag=direct 2>&1); then
+        fail "write past the end succeeded: $out"
+    fi
+    echo "write past end: $out"
+    # A write crossing the end writes nothing past it and reports a short write or an error.
+    dd if=/dev/urandom of=/tmp/last bs=4k count=1 status=none
+    dd if=/tmp/last of=/dev/rpmem0 bs=4k seek=$((blocks - 1)) oflag=direct status=none
+    dd if=/dev/zero of=/dev/rpmem0 bs=8k seek=$(((blocks - 1) / 2)) count=1 oflag=direct 2>/dev/null || true
+    # Reading at the end returns nothing, not garbage.
+    out=$(dd if=/dev/rpmem0 bs=4k skip=$blocks count=1 iflag=direct status=none | wc -c)
+    expect_eq "bytes read at the end" "$out" 0
+    unload_module rust_pmem
+}
+
+test_pmem_rwf_nowait() {
+    local out
+    load_rust_pmem nowait=1
+    out=$($TOOLS/nowait_read /dev/rpmem0) || fail "RWF_NOWAIT read refused with nowait=1: $out"
+    unload_module rust_pmem
+    load_rust_pmem nowait=0
+    if out=$($TOOLS/nowait_read /dev/rpmem0); then fail "RWF_NOWAIT read accepted with nowait=0"; fi
+    expect_eq "errno with nowait=0" "$out" EOPNOTSUPP
+    unload_module rust_pmem
+}
+
+test_pmem_busy_with_nd_pmem() {
+    modprobe nd_pmem
+    wait_dev /dev/pmem0
+    dmesg -C
+    if insmod $MODDIR/rust_pmem.ko 2>/dev/null; then rmmod rust_pmem; fail "claimed a range nd_pmem holds"; fi
+    dmesg | grep "in use by another driver" || fail "no clear EBUSY message"
+    unload_module nd_pmem
+}
+
+test_pmem_rmmod_under_load() {
+    load_rust_pmem nowait=1
+    fio --name=load --filename=/dev/rpmem0 --direct=1 --ioengine=io_uring --iodepth=8 \
+        --rw=randwrite --bs=4k --size=64m --verify=crc32c --verify_fatal=1 --do_verify=1 \
+        --time_based=0 --loops=3 --output-format=terse >/tmp/load.out 2>&1 &
+    local fio_pid=$! refused=0 i
+    sleep 1
+    for i in 1 2 3; do
+        if rmmod rust_pmem 2>/tmp/rmmod.err; then fail "rmmod succeeded while fio had the disk open"; fi
+        refused=$((refused + 1))
+        sleep 0.3
+    done
+    cat /tmp/rmmod.err
+    wait $fio_pid || { cat /tmp/load.out; fail "fio failed or lost data while rmmod was attempted"; }
+    unload_module rust_pmem
+    [[ ! -d /sys/module/rust_pmem ]] || fail "module still loaded"
+}
+
+test_no_kernel_warnings() { kernel_clean; }
+
+t boot_to_init true
+t rust_pmem_params_in_sysfs test_rust_pmem_params
+t rust_nvme_mq_params_in_sysfs test_rust_nvme_mq_params
+t bad_params_rejected_with_message test_bad_params_rejected
+t c_nd_pmem_creates_pmem0 test_c_nd_pmem_binds
+t c_nvme_creates_nvme0n1_multiqueue test_c_nvme_multiqueue
+t kunit_rust_pmem test_kunit_rust_pmem
+t pmem_verify_nowait0 test_pmem_verify 0
+t pmem_verify_nowait1 test_pmem_verify 1
+t pmem_ext4_fsck_checksums test_pmem_ext4_fsck
+t pmem_out_of_range_fails_cleanly test_pmem_out_of_range
+t pmem_rwf_nowait_follows_param test_pmem_rwf_nowait
+t pmem_ebusy_when_nd_pmem_holds_range test_pmem_busy_with_nd_pmem
+t pmem_rmmod_under_load_refused_no_loss test_pmem_rmmod_under_load
+t no_kernel_warnings test_no_kernel_warnings
