@@ -1,0 +1,57 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# pmem benchmark, one boot: rust_pmem nowait=0/1, C nd_pmem nowait=0/1 (reference patch), brd.
+# Configurations alternate (A B C D E, A B C D E, ...) for ROUNDS rounds; every fio result is
+# printed as one line "BENCH <config> <round> <fio json (one line)>" for the host to summarise.
+set -euo pipefail
+source /tests/lib.sh
+
+ROUNDS=${1:-5}
+RUNTIME=${2:-8}
+JOBS=$(nproc)
+IODEPTH=32
+CONFIGS=(rust_nowait0 rust_nowait1 c_nowait0 c_nowait1 brd)
+
+attach() { # CONFIG -> prints the device
+    case $1 in
+        rust_nowait0) load_rust_pmem nowait=0; echo /dev/rpmem0 ;;
+        rust_nowait1) load_rust_pmem nowait=1; echo /dev/rpmem0 ;;
+        c_nowait0) modprobe nd_pmem nowait=0; wait_dev /dev/pmem0; echo /dev/pmem0 ;;
+        c_nowait1) modprobe nd_pmem nowait=1; wait_dev /dev/pmem0; echo /dev/pmem0 ;;
+        brd)
+            modprobe brd rd_nr=1 rd_size=$((PMEM_BYTES / 1024))
+            wait_dev /dev/ram0
+            fill /dev/ram0 >&2
+            echo /dev/ram0 ;;
+    esac
+}
+detach() {
+    case $1 in
+        rust_*) unload_module rust_pmem ;;
+        c_*) unload_module nd_pmem ;;
+        brd) unload_module brd ;;
+    esac
+}
+fill() {
+    fio --name=fill --filename="$1" --direct=1 --ioengine=io_uring --iodepth=16 --rw=randwrite \
+        --bs=64k --size=100% --output-format=terse >/dev/null
+}
+
+load_rust_pmem
+PMEM_BYTES=$(bytes_of rpmem0)
+echo "bench: filling the persistent memory ($((PMEM_BYTES >> 20)) MiB) once by randwrite" >&2
+fill /dev/rpmem0
+unload_module rust_pmem
+
+for round in $(seq "$ROUNDS"); do
+    for cfg in "${CONFIGS[@]}"; do
+        dev=$(attach "$cfg")
+        json=$(fio --name=bench --filename="$dev" --direct=1 --ioengine=io_uring --iodepth=$IODEPTH \
+            --rw=randread --bs=4k --numjobs="$JOBS" --group_reporting --time_based \
+            --runtime="$RUNTIME" --ramp_time=1 --norandommap --randrepeat=0 --output-format=json)
+        echo "BENCH $cfg $round $(echo "$json" | tr -d '\n')"
+        detach "$cfg"
+    done
+done
+kernel_clean
+echo "bench: done"
