@@ -81,9 +81,9 @@ struct PmemQueue {
 impl PmemQueue {
     /// Carry out `rq` against the persistent memory.
     fn execute(&self, rq: &Request<PmemOps>) -> Result {
-        let range = ByteRange::of_request(rq.sector(), rq.bytes(), self.mem.size())
-            .inspect_err(|_| {
-                pr_warn_once!(
+        let range =
+            ByteRange::of_request(rq.sector(), rq.bytes(), self.mem.size()).inspect_err(|_| {
+                kernel::pr_warn_once!(
                     "rpmem{}: request beyond the end: sector {} + {} bytes\n",
                     self.index,
                     rq.sector(),
