@@ -1,11 +1,78 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Multi-queue PCI NVMe driver (work in progress).
+//! Multi-queue PCI NVMe driver.
 //!
-//! This first version only declares and validates the module parameters; the PCI driver,
-//! controller bring-up and the per-CPU queues with overflow are being written.
+//! Binds to PCI class 01:08:02 (NVM Express) and exposes every active namespace as a blk-mq
+//! disk `/dev/rnvme<C>n<N>`. The C `nvme` module must not be loaded (it would get the device
+//! first).
+//!
+//! # Controller bring-up
+//!
+//! BAR0 is mapped, CAP and VS are read, the controller is disabled (waiting for CSTS.RDY to
+//! clear within CAP.TO), the admin queue pair is allocated in DMA coherent memory and the
+//! controller enabled (CSTS.RDY within CAP.TO; CSTS.CFS or the timeout fail the probe with a
+//! message). Admin commands are polled (they only run at probe and removal). Identify
+//! Controller gives MDTS, the optional commands (ONCS) and the volatile write cache (VWC);
+//! Set Features (Number of Queues) asks for one I/O queue pair per CPU (or `nr_io_queues`),
+//! and one completion queue plus one submission queue is created per granted pair, each
+//! completion queue with its own MSI-X vector (queues share vectors round robin when fewer
+//! vectors are granted; vector 0 is the admin queue's). Removal waits for the disks to
+//! drain, then shuts the controller down with CC.SHN and waits for CSTS.SHST.
+//!
+//! # Queue selection and overflow
+//!
+//! blk-mq gets one hardware context per CPU, each with a tag depth equal to the number of
+//! slots of *all* submission queues together, so a context can hold more requests than its
+//! own queue. The driver, not blk-mq, picks the submission queue: `queue_rq` tries the queue
+//! of the submitting CPU first; when that one is full and `overflow` is set, it takes the
+//! next queue with a free slot (round robin from the home queue). Only when every queue is
+//! full (or, with `overflow=0`, the home queue is) does it return `BLK_STS_RESOURCE`, and
+//! blk-mq retries the request when one of the context's requests completes (or after a few
+//! milliseconds). A completion is routed by the queue it was submitted to, whatever the
+//! context, through the command id, which indexes a per-queue slot table holding the request
+//! and its DMA mappings. A queue of `io_queue_depth` entries holds at most
+//! `io_queue_depth - 1` commands (one entry stays empty to tell full from empty), so neither
+//! the submission nor the completion queue can overrun.
+//!
+//! Per-queue counters (submitted, completed, overflowed out of / into the queue, queue-full
+//! events, in flight) are in debugfs, `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/queues`, and
+//! are printed when the controller is removed.
+//!
+//! # Data path
+//!
+//! Read and write map every page of the request for DMA and describe it with PRP1, PRP2 or a
+//! PRP list (one list page area per command slot; the queue limits, with a page-sized virtual
+//! boundary, keep requests within one list). Flush, FUA, discard (Dataset Management,
+//! deallocate) and write-zeroes are passed to the device when it supports them. Completion
+//! status codes are mapped to block errors like the C driver does.
+//!
+//! Not implemented: command timeouts (no abort/reset; blk-mq's default timer only re-arms),
+//! metadata/protection information, namespaces with LBA formats that carry metadata,
+//! controller reset after a fatal status, polled queues.
 
-use kernel::prelude::*;
+use kernel::{
+    block::mq::{
+        gen_disk::{GenDisk, GenDiskBuilder},
+        Command, MappedSegment, Operations, Request, TagSet,
+    },
+    cpu::CpuId,
+    debugfs,
+    device::{self, Core},
+    dma::{Coherent, DataDirection},
+    driver,
+    io::{io_read, io_write, Io},
+    irq::{self, IrqReturn},
+    page::PAGE_SIZE,
+    pci,
+    prelude::*,
+    str::CString,
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, Relaxed},
+        new_spinlock_irq, Arc, ArcBorrow, SpinLockIrq,
+    },
+    time::{delay::fsleep, Delta},
+};
 
 module! {
     type: RustNvmeMq,
@@ -37,23 +104,1428 @@ const MIN_QUEUE_DEPTH: u32 = 2;
 /// Largest queue the NVMe specification allows (CAP.MQES is a 0's based 16-bit field).
 const MAX_QUEUE_DEPTH: u32 = 1 << 16;
 
-struct RustNvmeMq;
+/// Controller registers (NVMe base specification, "Controller Registers").
+mod regs {
+    /// Size of the register block mapped from BAR0 before the doorbells.
+    pub(crate) const SIZE: usize = 0x1000;
 
-impl kernel::Module for RustNvmeMq {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
-        let depth = module_parameters::io_queue_depth.value();
-        if !(MIN_QUEUE_DEPTH..=MAX_QUEUE_DEPTH).contains(&depth) {
-            pr_err!(
-                "io_queue_depth={depth} is out of range ({MIN_QUEUE_DEPTH}..={MAX_QUEUE_DEPTH})\n"
-            );
+    /// Controller Capabilities (64 bit).
+    pub(crate) const CAP: usize = 0x00;
+    /// Version.
+    pub(crate) const VS: usize = 0x08;
+    /// Controller Configuration.
+    pub(crate) const CC: usize = 0x14;
+    /// Controller Status.
+    pub(crate) const CSTS: usize = 0x1c;
+    /// Admin Queue Attributes.
+    pub(crate) const AQA: usize = 0x24;
+    /// Admin Submission Queue base address (64 bit).
+    pub(crate) const ASQ: usize = 0x28;
+    /// Admin Completion Queue base address (64 bit).
+    pub(crate) const ACQ: usize = 0x30;
+    /// First doorbell; queue `y`'s SQ tail is at `DOORBELLS + 2y * stride`, its CQ head at
+    /// `DOORBELLS + (2y + 1) * stride`.
+    pub(crate) const DOORBELLS: usize = 0x1000;
+
+    /// CAP: Maximum Queue Entries Supported (0's based).
+    pub(crate) fn cap_mqes(cap: u64) -> u32 {
+        (cap & 0xffff) as u32
+    }
+    /// CAP: worst case time for CSTS.RDY to change, in 500 ms units.
+    pub(crate) fn cap_timeout_ms(cap: u64) -> u32 {
+        (((cap >> 24) & 0xff) as u32).max(1) * 500
+    }
+    /// CAP: doorbell stride in bytes.
+    pub(crate) fn cap_stride(cap: u64) -> usize {
+        4 << ((cap >> 32) & 0xf)
+    }
+    /// CAP: the NVM command set is supported.
+    pub(crate) fn cap_css_nvm(cap: u64) -> bool {
+        (cap >> 37) & 1 != 0
+    }
+    /// CAP: smallest memory page size, as a shift.
+    pub(crate) fn cap_mps_min_shift(cap: u64) -> u32 {
+        12 + ((cap >> 48) & 0xf) as u32
+    }
+
+    /// CC: enable.
+    pub(crate) const CC_EN: u32 = 1 << 0;
+    /// CC: memory page size 2 ^ (12 + MPS); 0 = 4 KiB.
+    pub(crate) const CC_MPS_4K: u32 = 0 << 7;
+    /// CC: NVM command set.
+    pub(crate) const CC_CSS_NVM: u32 = 0 << 4;
+    /// CC: round robin arbitration.
+    pub(crate) const CC_AMS_RR: u32 = 0 << 11;
+    /// CC: shutdown notification field.
+    pub(crate) const CC_SHN_MASK: u32 = 3 << 14;
+    /// CC: normal shutdown notification.
+    pub(crate) const CC_SHN_NORMAL: u32 = 1 << 14;
+    /// CC: I/O submission queue entry size, 2^6 = 64 bytes.
+    pub(crate) const CC_IOSQES: u32 = 6 << 16;
+    /// CC: I/O completion queue entry size, 2^4 = 16 bytes.
+    pub(crate) const CC_IOCQES: u32 = 4 << 20;
+
+    /// CSTS: ready.
+    pub(crate) const CSTS_RDY: u32 = 1 << 0;
+    /// CSTS: controller fatal status.
+    pub(crate) const CSTS_CFS: u32 = 1 << 1;
+    /// CSTS: shutdown status field.
+    pub(crate) const CSTS_SHST_MASK: u32 = 3 << 2;
+    /// CSTS: shutdown processing complete.
+    pub(crate) const CSTS_SHST_CMPLT: u32 = 2 << 2;
+    /// CSTS as read from a device that is gone.
+    pub(crate) const CSTS_GONE: u32 = !0;
+}
+
+/// Command formats (NVMe base and NVM command set specifications).
+mod cmd {
+    /// Dwords in a submission queue entry (64 bytes).
+    pub(crate) const SQE_DWORDS: usize = 16;
+    /// Dwords in a completion queue entry (16 bytes).
+    pub(crate) const CQE_DWORDS: usize = 4;
+
+    // Admin opcodes.
+    pub(crate) const ADMIN_CREATE_SQ: u8 = 0x01;
+    pub(crate) const ADMIN_CREATE_CQ: u8 = 0x05;
+    pub(crate) const ADMIN_IDENTIFY: u8 = 0x06;
+    pub(crate) const ADMIN_SET_FEATURES: u8 = 0x09;
+
+    // NVM opcodes.
+    pub(crate) const NVM_FLUSH: u8 = 0x00;
+    pub(crate) const NVM_WRITE: u8 = 0x01;
+    pub(crate) const NVM_READ: u8 = 0x02;
+    pub(crate) const NVM_WRITE_ZEROES: u8 = 0x08;
+    pub(crate) const NVM_DSM: u8 = 0x09;
+
+    /// Identify CNS values.
+    pub(crate) const CNS_NAMESPACE: u32 = 0x00;
+    pub(crate) const CNS_CONTROLLER: u32 = 0x01;
+    pub(crate) const CNS_ACTIVE_NS_LIST: u32 = 0x02;
+    /// Size of an Identify data structure.
+    pub(crate) const IDENTIFY_SIZE: usize = 4096;
+
+    /// Identify Controller byte offsets.
+    pub(crate) const ID_CTRL_SN: usize = 4;
+    pub(crate) const ID_CTRL_MN: usize = 24;
+    pub(crate) const ID_CTRL_MDTS: usize = 77;
+    pub(crate) const ID_CTRL_ONCS: usize = 520;
+    pub(crate) const ID_CTRL_VWC: usize = 525;
+    /// ONCS bits.
+    pub(crate) const ONCS_DSM: u16 = 1 << 2;
+    pub(crate) const ONCS_WRITE_ZEROES: u16 = 1 << 3;
+    /// VWC: a volatile write cache is present.
+    pub(crate) const VWC_PRESENT: u8 = 1 << 0;
+
+    /// Identify Namespace byte offsets.
+    pub(crate) const ID_NS_NSZE: usize = 0;
+    pub(crate) const ID_NS_FLBAS: usize = 26;
+    pub(crate) const ID_NS_LBAF: usize = 128;
+
+    /// Feature: Number of Queues.
+    pub(crate) const FEAT_NUM_QUEUES: u32 = 0x07;
+
+    /// Create I/O CQ/SQ cdw11: physically contiguous.
+    pub(crate) const QUEUE_PHYS_CONTIG: u32 = 1 << 0;
+    /// Create I/O CQ cdw11: interrupts enabled.
+    pub(crate) const CQ_IRQ_ENABLED: u32 = 1 << 1;
+
+    /// Read/write cdw12: forced unit access.
+    pub(crate) const RW_FUA: u32 = 1 << 30;
+    /// Dataset Management cdw11: deallocate.
+    pub(crate) const DSM_DEALLOCATE: u32 = 1 << 2;
+
+    /// Completion dword 3: phase tag.
+    pub(crate) const CQE_PHASE: u32 = 1 << 16;
+    /// Completion dword 3: the status field starts here.
+    pub(crate) const CQE_STATUS_SHIFT: u32 = 17;
+
+    /// A submission queue entry.
+    #[derive(Clone, Copy, Default)]
+    pub(crate) struct Sqe(pub(crate) [u32; SQE_DWORDS]);
+
+    impl Sqe {
+        /// A command with `opcode` for namespace `nsid`.
+        pub(crate) fn new(opcode: u8, nsid: u32) -> Self {
+            let mut sqe = Self::default();
+            sqe.0[0] = u32::from(opcode);
+            sqe.0[1] = nsid;
+            sqe
+        }
+        /// Set the command identifier.
+        pub(crate) fn set_cid(&mut self, cid: u16) {
+            self.0[0] = (self.0[0] & 0xffff) | (u32::from(cid) << 16);
+        }
+        /// Set the data pointer.
+        pub(crate) fn prps(mut self, prp1: u64, prp2: u64) -> Self {
+            self.0[6] = prp1 as u32;
+            self.0[7] = (prp1 >> 32) as u32;
+            self.0[8] = prp2 as u32;
+            self.0[9] = (prp2 >> 32) as u32;
+            self
+        }
+        /// Set command dword `n` (10..=15).
+        pub(crate) fn cdw(mut self, n: usize, value: u32) -> Self {
+            self.0[n] = value;
+            self
+        }
+        /// Set the starting LBA (cdw10-11).
+        pub(crate) fn slba(self, lba: u64) -> Self {
+            self.cdw(10, lba as u32).cdw(11, (lba >> 32) as u32)
+        }
+    }
+
+    /// Status code types.
+    pub(crate) const SCT_GENERIC: u32 = 0;
+    pub(crate) const SCT_CMD_SPECIFIC: u32 = 1;
+    pub(crate) const SCT_MEDIA: u32 = 2;
+    pub(crate) const SCT_PATH: u32 = 3;
+    // Generic status codes.
+    pub(crate) const SC_INVALID_OPCODE: u32 = 0x01;
+    pub(crate) const SC_INVALID_FIELD: u32 = 0x02;
+    pub(crate) const SC_INVALID_NS: u32 = 0x0b;
+    pub(crate) const SC_RESERVATION_CONFLICT: u32 = 0x83;
+    pub(crate) const SC_LBA_RANGE: u32 = 0x80;
+    pub(crate) const SC_CAP_EXCEEDED: u32 = 0x81;
+    pub(crate) const SC_NS_NOT_READY: u32 = 0x82;
+    // Command specific status codes.
+    pub(crate) const SC_ONCS_NOT_SUPPORTED: u32 = 0x0d;
+    pub(crate) const SC_READ_ONLY: u32 = 0x82;
+    // Media status codes.
+    pub(crate) const SC_WRITE_FAULT: u32 = 0x80;
+    pub(crate) const SC_READ_ERROR: u32 = 0x81;
+    pub(crate) const SC_GUARD_CHECK: u32 = 0x82;
+    pub(crate) const SC_APPTAG_CHECK: u32 = 0x83;
+    pub(crate) const SC_REFTAG_CHECK: u32 = 0x84;
+    pub(crate) const SC_COMPARE_FAILED: u32 = 0x85;
+    pub(crate) const SC_ACCESS_DENIED: u32 = 0x86;
+    pub(crate) const SC_UNWRITTEN_BLOCK: u32 = 0x87;
+}
+
+use cmd::Sqe;
+
+/// Entries of the admin queues (only used at probe and removal).
+const ADMIN_DEPTH: u16 = 32;
+/// How long an admin command may take.
+const ADMIN_TIMEOUT_MS: u32 = 10_000;
+/// How long to wait for a shutdown to complete.
+const SHUTDOWN_TIMEOUT_MS: u32 = 5_000;
+/// PRP list entries per command slot: the largest request is this many pages.
+const PRP_LIST_ENTRIES: usize = 64;
+/// Largest number of single-page segments in a request: one for PRP1, the rest in the list.
+const MAX_SEGMENTS: usize = PRP_LIST_ENTRIES + 1;
+/// Largest discard or write-zeroes request, in logical blocks (NLB of Write Zeroes is 16 bit).
+const MAX_ZERO_BLOCKS: u32 = 1 << 16;
+/// Completions handled per lock hold.
+const COMPLETION_BATCH: usize = 16;
+/// Bytes per sector, the unit of request positions.
+const SECTOR_SHIFT: u32 = 9;
+/// blk-mq's limit on the tags of one hardware context.
+const MAX_TAGS: u32 = 10240;
+
+/// Set by a probe that failed because of a module parameter, so that insmod fails.
+static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
+/// Index of the next controller (`rnvme<C>`).
+static NEXT_CTRL: Atomic<u32> = Atomic::new(0);
+
+/// Map an NVMe completion status field (without the phase bit) to a block error.
+fn status_to_result(status: u32) -> Result {
+    use cmd::*;
+    let sc = status & 0xff;
+    let sct = (status >> 8) & 0x7;
+    if sc == 0 && sct == 0 {
+        return Ok(());
+    }
+    Err(match (sct, sc) {
+        (SCT_GENERIC, SC_INVALID_OPCODE | SC_INVALID_FIELD | SC_INVALID_NS)
+        | (SCT_CMD_SPECIFIC, SC_ONCS_NOT_SUPPORTED) => EOPNOTSUPP,
+        (SCT_GENERIC, SC_CAP_EXCEEDED) => ENOSPC,
+        (SCT_GENERIC, SC_LBA_RANGE) => EREMOTEIO,
+        (SCT_GENERIC, SC_NS_NOT_READY) => EAGAIN,
+        (SCT_GENERIC, SC_RESERVATION_CONFLICT) => EBADE,
+        (SCT_CMD_SPECIFIC, SC_READ_ONLY)
+        | (
+            SCT_MEDIA,
+            SC_WRITE_FAULT | SC_READ_ERROR | SC_UNWRITTEN_BLOCK | SC_ACCESS_DENIED
+            | SC_COMPARE_FAILED,
+        ) => ENODATA,
+        (SCT_MEDIA, SC_GUARD_CHECK | SC_APPTAG_CHECK | SC_REFTAG_CHECK) => EILSEQ,
+        (SCT_PATH, _) => ENOLINK,
+        _ => EIO,
+    })
+}
+
+/// The order in which queues are tried for a request from `home`: the home queue, then,
+/// with `overflow`, the others round robin.
+fn queue_order(home: usize, nr_queues: usize, overflow: bool) -> impl Iterator<Item = usize> {
+    let tries = if overflow { nr_queues } else { 1 };
+    (0..tries).map(move |i| (home + i) % nr_queues)
+}
+
+/// How a transfer is described to the device.
+#[derive(Debug, PartialEq, Eq)]
+struct Prps {
+    prp1: u64,
+    /// Entries after PRP1: 0 (PRP2 unused), 1 (PRP2 is the entry) or more (PRP2 points to a
+    /// list of that many entries).
+    nr_entries: usize,
+    prp2: u64,
+}
+
+/// Build the PRPs of a transfer made of `segs` (bus address, length), each within one page,
+/// writing list entries into `list`. `list_addr` is the bus address of `list`.
+fn build_prps(
+    segs: impl Iterator<Item = (u64, usize)>,
+    list: &mut [u64],
+    list_addr: u64,
+) -> Result<Prps> {
+    let page = PAGE_SIZE as u64;
+    let mut prp1 = None;
+    let mut nr_entries = 0;
+    let mut prev_end = 0u64;
+    for (addr, len) in segs {
+        if len == 0 || addr % page + len as u64 > page {
             return Err(EINVAL);
         }
-        pr_info!(
-            "loaded: overflow={} io_queue_depth={} nr_io_queues={}\n",
-            module_parameters::overflow.value(),
-            depth,
-            module_parameters::nr_io_queues.value()
+        if prp1.is_none() {
+            prp1 = Some(addr);
+        } else {
+            // A gap: the previous piece did not end on a page, or this one does not start on
+            // one. The virtual boundary limit of the queue rules this out.
+            if prev_end % page != 0 || addr % page != 0 {
+                return Err(EINVAL);
+            }
+            *list.get_mut(nr_entries).ok_or(EINVAL)? = addr;
+            nr_entries += 1;
+        }
+        prev_end = addr + len as u64;
+    }
+    let prp1 = prp1.ok_or(EINVAL)?;
+    let prp2 = match nr_entries {
+        0 => 0,
+        1 => list[0],
+        _ => list_addr,
+    };
+    Ok(Prps {
+        prp1,
+        nr_entries,
+        prp2,
+    })
+}
+
+/// Access to the controller's registers and doorbells, shared with the queues.
+struct Regs {
+    bar: pci::DevresBar<{ regs::SIZE }>,
+    stride: usize,
+}
+
+impl Regs {
+    fn read32(&self, offset: usize) -> u32 {
+        self.bar
+            .try_access()
+            .and_then(|bar| bar.try_read32(offset).ok())
+            .unwrap_or(regs::CSTS_GONE)
+    }
+
+    fn read64(&self, offset: usize) -> u64 {
+        u64::from(self.read32(offset)) | (u64::from(self.read32(offset + 4)) << 32)
+    }
+
+    fn write32(&self, offset: usize, value: u32) {
+        if let Some(bar) = self.bar.try_access() {
+            let _ = bar.try_write32(value, offset);
+        }
+    }
+
+    fn write64(&self, offset: usize, value: u64) {
+        self.write32(offset, value as u32);
+        self.write32(offset + 4, (value >> 32) as u32);
+    }
+
+    fn sq_doorbell(&self, qid: u16, tail: u16) {
+        self.write32(
+            regs::DOORBELLS + 2 * usize::from(qid) * self.stride,
+            u32::from(tail),
         );
-        Ok(RustNvmeMq)
+    }
+
+    fn cq_doorbell(&self, qid: u16, head: u16) {
+        self.write32(
+            regs::DOORBELLS + (2 * usize::from(qid) + 1) * self.stride,
+            u32::from(head),
+        );
+    }
+
+    /// Wait until CSTS.RDY is `ready`, at most `timeout_ms`.
+    fn wait_ready(&self, ready: bool, timeout_ms: u32) -> Result {
+        for _ in 0..timeout_ms {
+            let csts = self.read32(regs::CSTS);
+            if csts == regs::CSTS_GONE {
+                return Err(ENODEV);
+            }
+            if ready && csts & regs::CSTS_CFS != 0 {
+                return Err(EIO);
+            }
+            if (csts & regs::CSTS_RDY != 0) == ready {
+                return Ok(());
+            }
+            fsleep(Delta::from_millis(1));
+        }
+        Err(ETIMEDOUT)
+    }
+}
+
+/// The admin queue pair, used synchronously by probe and removal.
+struct AdminQueue {
+    sq: Coherent<[u32]>,
+    cq: Coherent<[u32]>,
+    tail: u16,
+    head: u16,
+    phase: bool,
+    next_cid: u16,
+}
+
+impl AdminQueue {
+    fn new(dev: &device::Device<device::Bound>) -> Result<Self> {
+        Ok(Self {
+            sq: Coherent::<u32>::zeroed_slice(
+                dev,
+                usize::from(ADMIN_DEPTH) * cmd::SQE_DWORDS,
+                GFP_KERNEL,
+            )?,
+            cq: Coherent::<u32>::zeroed_slice(
+                dev,
+                usize::from(ADMIN_DEPTH) * cmd::CQE_DWORDS,
+                GFP_KERNEL,
+            )?,
+            tail: 0,
+            head: 0,
+            phase: true,
+            next_cid: 0,
+        })
+    }
+
+    /// Run `sqe` and wait for its completion; returns dword 0 of the completion.
+    fn run(&mut self, regs: &Regs, mut sqe: Sqe) -> Result<u32> {
+        let cid = self.next_cid;
+        self.next_cid = self.next_cid.wrapping_add(1);
+        sqe.set_cid(cid);
+        let base = usize::from(self.tail) * cmd::SQE_DWORDS;
+        for (i, dw) in sqe.0.iter().enumerate() {
+            io_write!(self.sq, [panic: base + i], *dw);
+        }
+        self.tail = (self.tail + 1) % ADMIN_DEPTH;
+        regs.sq_doorbell(0, self.tail);
+        for _ in 0..ADMIN_TIMEOUT_MS {
+            loop {
+                let base = usize::from(self.head) * cmd::CQE_DWORDS;
+                let dw3: u32 = io_read!(self.cq, [panic: base + 3]);
+                if (dw3 & cmd::CQE_PHASE != 0) != self.phase {
+                    break;
+                }
+                let dw0: u32 = io_read!(self.cq, [panic: base]);
+                self.head = (self.head + 1) % ADMIN_DEPTH;
+                if self.head == 0 {
+                    self.phase = !self.phase;
+                }
+                regs.cq_doorbell(0, self.head);
+                if dw3 & 0xffff == u32::from(cid) {
+                    return status_to_result(dw3 >> cmd::CQE_STATUS_SHIFT).map(|()| dw0);
+                }
+            }
+            if regs.read32(regs::CSTS) & regs::CSTS_CFS != 0 {
+                return Err(EIO);
+            }
+            fsleep(Delta::from_millis(1));
+        }
+        Err(ETIMEDOUT)
+    }
+
+    /// Run an Identify command and return the 4 KiB data structure.
+    fn identify(
+        &mut self,
+        regs: &Regs,
+        dev: &device::Device<device::Bound>,
+        nsid: u32,
+        cns: u32,
+    ) -> Result<KVec<u8>> {
+        let buf = Coherent::<u8>::zeroed_slice(dev, cmd::IDENTIFY_SIZE, GFP_KERNEL)?;
+        let addr = buf.dma_address();
+        self.run(
+            regs,
+            Sqe::new(cmd::ADMIN_IDENTIFY, nsid)
+                .prps(addr, addr + PAGE_SIZE as u64)
+                .cdw(10, cns),
+        )?;
+        let mut data = KVec::from_elem(0u8, cmd::IDENTIFY_SIZE, GFP_KERNEL)?;
+        (&buf).copy_to_slice(&mut data);
+        Ok(data)
+    }
+}
+
+fn le16(data: &[u8], offset: usize) -> u16 {
+    u16::from_le_bytes([data[offset], data[offset + 1]])
+}
+
+fn le32(data: &[u8], offset: usize) -> u32 {
+    u32::from_le_bytes([
+        data[offset],
+        data[offset + 1],
+        data[offset + 2],
+        data[offset + 3],
+    ])
+}
+
+fn le64(data: &[u8], offset: usize) -> u64 {
+    u64::from(le32(data, offset)) | (u64::from(le32(data, offset + 4)) << 32)
+}
+
+/// An identify string (serial, model): ASCII padded with spaces.
+struct IdString<'a>(&'a [u8]);
+
+impl kernel::fmt::Display for IdString<'_> {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let s = self.0;
+        let end = s
+            .iter()
+            .rposition(|&c| c != b' ' && c != 0)
+            .map_or(0, |p| p + 1);
+        for &c in &s[..end] {
+            let c = if c.is_ascii_graphic() || c == b' ' {
+                c
+            } else {
+                b'?'
+            };
+            write!(f, "{}", c as char)?;
+        }
+        Ok(())
+    }
+}
+
+/// Counters of one I/O queue.
+struct QueueStats {
+    submitted: Atomic<u64>,
+    completed: Atomic<u64>,
+    overflow_out: Atomic<u64>,
+    overflow_in: Atomic<u64>,
+    full: Atomic<u64>,
+}
+
+impl QueueStats {
+    fn new() -> Self {
+        Self {
+            submitted: Atomic::new(0),
+            completed: Atomic::new(0),
+            overflow_out: Atomic::new(0),
+            overflow_in: Atomic::new(0),
+            full: Atomic::new(0),
+        }
+    }
+}
+
+/// A command slot of an I/O queue, indexed by command id.
+struct Slot {
+    rq: Option<ARef<Request<NvmeOps>>>,
+    maps: KVec<MappedSegment>,
+}
+
+/// The mutable state of an I/O queue pair.
+struct QueueState {
+    sq_tail: u16,
+    cq_head: u16,
+    phase: bool,
+    /// Command ids not in flight; at most `depth - 1`, so the queues never overrun.
+    free: KVec<u16>,
+    slots: KVec<Slot>,
+}
+
+/// Why a submission did not happen.
+enum SubmitError {
+    /// The queue has no free slot; the request comes back for another queue.
+    Full(ARef<Request<NvmeOps>>),
+    /// The request cannot be carried out.
+    Failed(Error),
+}
+
+/// An I/O submission/completion queue pair.
+#[pin_data]
+struct IoQueue {
+    qid: u16,
+    depth: u16,
+    regs: Arc<Regs>,
+    dev: ARef<device::Device>,
+    sq: Coherent<[u32]>,
+    cq: Coherent<[u32]>,
+    /// `PRP_LIST_ENTRIES` per slot: the PRP list, or the range of a Dataset Management.
+    prps: Coherent<[u64]>,
+    #[pin]
+    state: SpinLockIrq<QueueState>,
+    stats: QueueStats,
+}
+
+impl IoQueue {
+    fn new(
+        dev: &device::Device<device::Bound>,
+        regs: Arc<Regs>,
+        qid: u16,
+        depth: u16,
+    ) -> Result<Arc<Self>> {
+        let n = usize::from(depth);
+        let mut free = KVec::with_capacity(n - 1, GFP_KERNEL)?;
+        // Pop order: low command ids first.
+        for cid in (0..depth - 1).rev() {
+            free.push(cid, GFP_KERNEL)?;
+        }
+        let mut slots = KVec::with_capacity(n - 1, GFP_KERNEL)?;
+        for _ in 0..n - 1 {
+            slots.push(
+                Slot {
+                    rq: None,
+                    maps: KVec::with_capacity(MAX_SEGMENTS, GFP_KERNEL)?,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        let sq = Coherent::<u32>::zeroed_slice(dev, n * cmd::SQE_DWORDS, GFP_KERNEL)?;
+        let cq = Coherent::<u32>::zeroed_slice(dev, n * cmd::CQE_DWORDS, GFP_KERNEL)?;
+        let prps = Coherent::<u64>::zeroed_slice(dev, (n - 1) * PRP_LIST_ENTRIES, GFP_KERNEL)?;
+        let dev: ARef<device::Device> = dev.into();
+        Arc::pin_init(
+            try_pin_init!(Self {
+                qid,
+                depth,
+                regs,
+                dev,
+                sq,
+                cq,
+                prps,
+                state <- new_spinlock_irq!(QueueState {
+                    sq_tail: 0,
+                    cq_head: 0,
+                    phase: true,
+                    free,
+                    slots,
+                }),
+                stats: QueueStats::new(),
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Build the command for `rq` in slot `cid`, mapping its data into `maps`.
+    fn prepare(
+        &self,
+        ns: &Namespace,
+        rq: &Request<NvmeOps>,
+        cid: u16,
+        maps: &mut KVec<MappedSegment>,
+    ) -> Result<Sqe> {
+        let lba = rq.sector() >> (ns.lba_shift - SECTOR_SHIFT);
+        let blocks = rq.bytes() >> ns.lba_shift;
+        let list_index = usize::from(cid) * PRP_LIST_ENTRIES;
+        let list_addr = self.prps.dma_address() + (list_index * 8) as u64;
+        let (opcode, dir) = match rq.command() {
+            Command::Read => (cmd::NVM_READ, DataDirection::FromDevice),
+            Command::Write => (cmd::NVM_WRITE, DataDirection::ToDevice),
+            Command::Flush => return Ok(Sqe::new(cmd::NVM_FLUSH, ns.nsid)),
+            Command::Discard => {
+                if blocks == 0 {
+                    return Err(EINVAL);
+                }
+                // One range: context attributes, length in blocks, starting LBA.
+                io_write!(self.prps, [panic: list_index], u64::from(blocks) << 32);
+                io_write!(self.prps, [panic: list_index + 1], lba);
+                return Ok(Sqe::new(cmd::NVM_DSM, ns.nsid)
+                    .prps(list_addr, 0)
+                    .cdw(10, 0)
+                    .cdw(11, cmd::DSM_DEALLOCATE));
+            }
+            Command::WriteZeroes => {
+                if blocks == 0 {
+                    return Err(EINVAL);
+                }
+                return Ok(Sqe::new(cmd::NVM_WRITE_ZEROES, ns.nsid)
+                    .slba(lba)
+                    .cdw(12, blocks - 1));
+            }
+            Command::Other(_) => return Err(EOPNOTSUPP),
+        };
+        if blocks == 0 {
+            return Err(EINVAL);
+        }
+        rq.for_each_segment(|seg| {
+            let map = seg.dma_map(&self.dev, dir).map_err(|_| EIO)?;
+            maps.push(map, GFP_ATOMIC).map_err(|_| EIO)
+        })?;
+        let mut list = [0u64; PRP_LIST_ENTRIES];
+        let prps = build_prps(
+            maps.iter().map(|m| (m.dma_address(), m.len())),
+            &mut list,
+            list_addr,
+        )?;
+        if prps.nr_entries > 1 {
+            for (i, entry) in list[..prps.nr_entries].iter().enumerate() {
+                io_write!(self.prps, [panic: list_index + i], *entry);
+            }
+        }
+        let mut cdw12 = blocks - 1;
+        if rq.is_fua() && rq.command() == Command::Write {
+            cdw12 |= cmd::RW_FUA;
+        }
+        Ok(Sqe::new(opcode, ns.nsid)
+            .prps(prps.prp1, prps.prp2)
+            .slba(lba)
+            .cdw(12, cdw12))
+    }
+
+    /// Submit `rq` to this queue if it has a free slot.
+    fn submit(&self, ns: &Namespace, rq: ARef<Request<NvmeOps>>) -> Result<(), SubmitError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let Some(cid) = st.free.pop() else {
+            self.stats.full.add(1, Relaxed);
+            return Err(SubmitError::Full(rq));
+        };
+        let slot = &mut st.slots[usize::from(cid)];
+        let mut sqe = match self.prepare(ns, &rq, cid, &mut slot.maps) {
+            Ok(sqe) => sqe,
+            Err(e) => {
+                slot.maps.clear();
+                let _ = st.free.push(cid, GFP_ATOMIC);
+                return Err(SubmitError::Failed(e));
+            }
+        };
+        slot.rq = Some(rq);
+        sqe.set_cid(cid);
+        let base = usize::from(st.sq_tail) * cmd::SQE_DWORDS;
+        for (i, dw) in sqe.0.iter().enumerate() {
+            io_write!(self.sq, [panic: base + i], *dw);
+        }
+        st.sq_tail = (st.sq_tail + 1) % self.depth;
+        self.regs.sq_doorbell(self.qid, st.sq_tail);
+        self.stats.submitted.add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Reap the completion queue; returns whether there was anything.
+    fn process_completions(&self) -> bool {
+        let mut any = false;
+        loop {
+            let mut done: [Option<(ARef<Request<NvmeOps>>, Result)>; COMPLETION_BATCH] =
+                [const { None }; COMPLETION_BATCH];
+            let mut n = 0;
+            let mut consumed = false;
+            {
+                let mut guard = self.state.lock();
+                let st = &mut *guard;
+                while n < COMPLETION_BATCH {
+                    let base = usize::from(st.cq_head) * cmd::CQE_DWORDS;
+                    let dw3: u32 = io_read!(self.cq, [panic: base + 3]);
+                    if (dw3 & cmd::CQE_PHASE != 0) != st.phase {
+                        break;
+                    }
+                    consumed = true;
+                    st.cq_head += 1;
+                    if st.cq_head == self.depth {
+                        st.cq_head = 0;
+                        st.phase = !st.phase;
+                    }
+                    let cid = (dw3 & 0xffff) as u16;
+                    let Some(slot) = st.slots.get_mut(usize::from(cid)) else {
+                        continue;
+                    };
+                    // Unmap before the request ends and the block layer may free the pages.
+                    slot.maps.clear();
+                    if let Some(rq) = slot.rq.take() {
+                        done[n] = Some((rq, status_to_result(dw3 >> cmd::CQE_STATUS_SHIFT)));
+                        n += 1;
+                        let _ = st.free.push(cid, GFP_ATOMIC);
+                    }
+                }
+                if consumed {
+                    self.regs.cq_doorbell(self.qid, st.cq_head);
+                }
+            }
+            any |= consumed;
+            for entry in done.iter_mut() {
+                if let Some((rq, status)) = entry.take() {
+                    self.stats.completed.add(1, Relaxed);
+                    // The slot held the only reference, so ending cannot fail.
+                    let _ = Request::end(rq, status);
+                }
+            }
+            if n < COMPLETION_BATCH {
+                return any;
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        usize::from(self.depth) - 1 - self.state.lock().free.len()
+    }
+}
+
+/// The interrupt handler of one vector: reaps the completion queues assigned to it.
+struct CqIrq {
+    queues: KVec<Arc<IoQueue>>,
+}
+
+impl irq::Handler for CqIrq {
+    fn handle(&self) -> IrqReturn {
+        let mut any = false;
+        for q in self.queues.iter() {
+            any |= q.process_completions();
+        }
+        if any {
+            IrqReturn::Handled
+        } else {
+            IrqReturn::None
+        }
+    }
+}
+
+/// The MSI-X vector of I/O queue `index` when `nr_vectors` were granted: vector 0 belongs to
+/// the admin queue, the others are shared round robin.
+fn queue_vector(index: usize, nr_vectors: usize) -> usize {
+    if nr_vectors > 1 {
+        1 + index % (nr_vectors - 1)
+    } else {
+        0
+    }
+}
+
+/// What all namespaces of a controller share.
+struct Ctrl {
+    index: u32,
+    queues: KVec<Arc<IoQueue>>,
+    overflow: bool,
+}
+
+/// One namespace: the queue data of its disk.
+struct Namespace {
+    ctrl: Arc<Ctrl>,
+    nsid: u32,
+    lba_shift: u32,
+}
+
+/// blk-mq operations of the NVMe disks.
+struct NvmeOps;
+
+#[vtable]
+impl Operations for NvmeOps {
+    type QueueData = Arc<Namespace>;
+
+    fn queue_rq(ns: ArcBorrow<'_, Namespace>, rq: ARef<Request<Self>>, _is_last: bool) -> Result {
+        let ctrl = &ns.ctrl;
+        let nr_queues = ctrl.queues.len();
+        let home = CpuId::current().as_u32() as usize % nr_queues;
+        let mut rq = rq;
+        for qi in queue_order(home, nr_queues, ctrl.overflow) {
+            let queue = &ctrl.queues[qi];
+            match queue.submit(&ns, rq) {
+                Ok(()) => {
+                    if qi != home {
+                        ctrl.queues[home].stats.overflow_out.add(1, Relaxed);
+                        queue.stats.overflow_in.add(1, Relaxed);
+                    }
+                    return Ok(());
+                }
+                Err(SubmitError::Full(back)) => rq = back,
+                Err(SubmitError::Failed(e)) => return Err(e),
+            }
+        }
+        // Every queue we may use is full: BLK_STS_RESOURCE, blk-mq retries later.
+        Err(ENOMEM)
+    }
+
+    fn commit_rqs(_ns: ArcBorrow<'_, Namespace>) {}
+
+    fn complete(rq: ARef<Request<Self>>) {
+        // Requests are ended from the interrupt handler; nothing is completed through here.
+        let _ = Request::end(rq, Ok(()));
+    }
+}
+
+/// The counters of every queue, as a debugfs file.
+struct StatsFile(Arc<Ctrl>);
+
+impl core::fmt::Debug for StatsFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        writeln!(
+            f,
+            "queue submitted completed overflow_out overflow_in full_events in_flight"
+        )?;
+        for q in self.0.queues.iter() {
+            let s = &q.stats;
+            writeln!(
+                f,
+                "{} {} {} {} {} {} {}",
+                q.qid,
+                s.submitted.load(Relaxed),
+                s.completed.load(Relaxed),
+                s.overflow_out.load(Relaxed),
+                s.overflow_in.load(Relaxed),
+                s.full.load(Relaxed),
+                q.in_flight()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Shuts the controller down when dropped (probe failure or removal), before the queue
+/// memory it may write to is freed.
+struct Enabled {
+    regs: Arc<Regs>,
+    cap: u64,
+}
+
+impl Drop for Enabled {
+    fn drop(&mut self) {
+        let regs = &self.regs;
+        let cc = regs.read32(regs::CC);
+        if cc == regs::CSTS_GONE {
+            return;
+        }
+        regs.write32(regs::CC, (cc & !regs::CC_SHN_MASK) | regs::CC_SHN_NORMAL);
+        let mut done = false;
+        for _ in 0..SHUTDOWN_TIMEOUT_MS {
+            let csts = regs.read32(regs::CSTS);
+            if csts == regs::CSTS_GONE || csts & regs::CSTS_SHST_MASK == regs::CSTS_SHST_CMPLT {
+                done = true;
+                break;
+            }
+            fsleep(Delta::from_millis(1));
+        }
+        if !done {
+            pr_warn!("controller shutdown timed out\n");
+        }
+        regs.write32(regs::CC, 0);
+        let _ = regs.wait_ready(false, regs::cap_timeout_ms(self.cap));
+    }
+}
+
+/// A bound NVMe controller. Fields are dropped in order: disks first (which waits for their
+/// requests), then the controller is shut down, then interrupts and queue memory go.
+struct NvmeDevice<'bound> {
+    disks: KVec<GenDisk<NvmeOps>>,
+    _stats_file: Option<Pin<KBox<debugfs::File<StatsFile>>>>,
+    _debugfs: debugfs::Dir,
+    enabled: Option<Enabled>,
+    _admin: AdminQueue,
+    _irqs: pci::IrqHandlers<'bound, CqIrq>,
+    ctrl: Arc<Ctrl>,
+}
+
+impl Drop for NvmeDevice<'_> {
+    fn drop(&mut self) {
+        // Removing the disks waits for every request to end.
+        self.disks.clear();
+        // Shut down while the interrupts are still there.
+        drop(self.enabled.take());
+        for q in self.ctrl.queues.iter() {
+            let s = &q.stats;
+            pr_info!(
+                "rnvme{} queue {}: submitted {} completed {} overflow_out {} overflow_in {} full_events {}\n",
+                self.ctrl.index,
+                q.qid,
+                s.submitted.load(Relaxed),
+                s.completed.load(Relaxed),
+                s.overflow_out.load(Relaxed),
+                s.overflow_in.load(Relaxed),
+                s.full.load(Relaxed)
+            );
+        }
+    }
+}
+
+impl<'bound> NvmeDevice<'bound> {
+    fn probe(pdev: &'bound pci::Device<Core<'_>>) -> Result<Self> {
+        let depth = module_parameters::io_queue_depth.value();
+        let overflow = module_parameters::overflow.value();
+        let dev: &device::Device<device::Bound> = pdev.as_ref();
+
+        pdev.enable_device_mem()?;
+        pdev.set_master();
+        let bar = pdev.iomap_region_sized::<{ regs::SIZE }>(0, c"rust_nvme_mq")?;
+        let cap = u64::from(bar.read32(regs::CAP)) | (u64::from(bar.read32(regs::CAP + 4)) << 32);
+        let vs = bar.read32(regs::VS);
+        let regs = Arc::new(
+            Regs {
+                bar: bar.into_devres()?,
+                stride: regs::cap_stride(cap),
+            },
+            GFP_KERNEL,
+        )?;
+
+        let max_depth = regs::cap_mqes(cap) + 1;
+        if depth > max_depth {
+            dev_err!(
+                pdev,
+                "io_queue_depth={} is larger than the controller's queues (CAP.MQES+1 = {})\n",
+                depth,
+                max_depth
+            );
+            PARAM_ERROR.store(1, Relaxed);
+            return Err(EINVAL);
+        }
+        // Checked at module load: 2..=65536, and now <= MQES + 1 <= 65536.
+        let depth = u16::try_from(depth.min(u32::from(u16::MAX))).map_err(|_| EINVAL)?;
+        if !regs::cap_css_nvm(cap) || regs::cap_mps_min_shift(cap) > PAGE_SIZE.trailing_zeros() {
+            dev_err!(
+                pdev,
+                "controller does not support the NVM command set with 4 KiB pages\n"
+            );
+            return Err(ENODEV);
+        }
+        let timeout_ms = regs::cap_timeout_ms(cap);
+
+        // Disable.
+        let cc = regs.read32(regs::CC);
+        if cc & regs::CC_EN != 0 {
+            regs.write32(regs::CC, cc & !regs::CC_EN);
+        }
+        regs.wait_ready(false, timeout_ms).inspect_err(|e| {
+            dev_err!(
+                pdev,
+                "controller did not become disabled within {} ms ({:?})\n",
+                timeout_ms,
+                e
+            )
+        })?;
+
+        // Admin queue, enable.
+        let mut admin = AdminQueue::new(dev)?;
+        let aqa = u32::from(ADMIN_DEPTH - 1) | (u32::from(ADMIN_DEPTH - 1) << 16);
+        regs.write32(regs::AQA, aqa);
+        regs.write64(regs::ASQ, admin.sq.dma_address());
+        regs.write64(regs::ACQ, admin.cq.dma_address());
+        regs.write32(
+            regs::CC,
+            regs::CC_EN
+                | regs::CC_CSS_NVM
+                | regs::CC_MPS_4K
+                | regs::CC_AMS_RR
+                | regs::CC_IOSQES
+                | regs::CC_IOCQES,
+        );
+        // From here on, dropping `enabled` shuts the controller down before the queue memory
+        // declared earlier is freed.
+        let enabled = Enabled {
+            regs: regs.clone(),
+            cap,
+        };
+        if let Err(e) = regs.wait_ready(true, timeout_ms) {
+            let csts = regs.read32(regs::CSTS);
+            if e == EIO {
+                dev_err!(
+                    pdev,
+                    "controller fatal status (CSTS.CFS) while enabling, CSTS={:#x}\n",
+                    csts
+                );
+            } else {
+                dev_err!(
+                    pdev,
+                    "controller not ready within {} ms (CAP.TO), CSTS={:#x}\n",
+                    timeout_ms,
+                    csts
+                );
+            }
+            drop(enabled);
+            return Err(e);
+        }
+
+        // Identify the controller.
+        let id = admin.identify(&regs, dev, 0, cmd::CNS_CONTROLLER)?;
+        let mdts = id[cmd::ID_CTRL_MDTS];
+        let oncs = le16(&id, cmd::ID_CTRL_ONCS);
+        let vwc = id[cmd::ID_CTRL_VWC] & cmd::VWC_PRESENT != 0;
+        // Largest transfer: MDTS (in minimum pages, 0 = no limit) and our PRP list.
+        let mut max_bytes = PRP_LIST_ENTRIES * PAGE_SIZE;
+        if mdts != 0 && u32::from(mdts) + 12 < usize::BITS {
+            max_bytes = max_bytes.min(1usize << (12 + u32::from(mdts)));
+        }
+        let max_sectors = u32::try_from(max_bytes >> SECTOR_SHIFT)?;
+
+        // Queues.
+        let want = match module_parameters::nr_io_queues.value() {
+            0 => kernel::cpu::nr_cpu_ids(),
+            n => n,
+        }
+        .clamp(1, 65535);
+        let granted = admin.run(
+            &regs,
+            Sqe::new(cmd::ADMIN_SET_FEATURES, 0)
+                .cdw(10, cmd::FEAT_NUM_QUEUES)
+                .cdw(11, (want - 1) | ((want - 1) << 16)),
+        )?;
+        let nr_queues = want.min((granted & 0xffff) + 1).min((granted >> 16) + 1) as usize;
+        let mut queues = KVec::with_capacity(nr_queues, GFP_KERNEL)?;
+        for i in 0..nr_queues {
+            let qid = u16::try_from(i + 1)?;
+            queues.push(IoQueue::new(dev, regs.clone(), qid, depth)?, GFP_KERNEL)?;
+        }
+
+        // One handler per vector, each reaping the completion queues assigned to it.
+        let irqs = pdev.request_irq_handlers(
+            1,
+            u32::try_from(nr_queues + 1)?,
+            pci::IrqTypes::default().with(pci::IrqType::MsiX),
+            irq::Flags::TRIGGER_NONE,
+            c"rust_nvme_mq",
+            |vector, nr_vectors| {
+                let mut mine = KVec::new();
+                for (i, q) in queues.iter().enumerate() {
+                    if queue_vector(i, nr_vectors) == vector {
+                        mine.push(q.clone(), GFP_KERNEL)?;
+                    }
+                }
+                Ok(CqIrq { queues: mine })
+            },
+        )?;
+        let nr_vectors = irqs.len();
+
+        for (i, q) in queues.iter().enumerate() {
+            let size = u32::from(depth - 1) << 16;
+            let vector = u32::try_from(queue_vector(i, nr_vectors))?;
+            admin
+                .run(
+                    &regs,
+                    Sqe::new(cmd::ADMIN_CREATE_CQ, 0)
+                        .prps(q.cq.dma_address(), 0)
+                        .cdw(10, u32::from(q.qid) | size)
+                        .cdw(
+                            11,
+                            cmd::QUEUE_PHYS_CONTIG | cmd::CQ_IRQ_ENABLED | (vector << 16),
+                        ),
+                )
+                .inspect_err(|e| dev_err!(pdev, "creating I/O CQ {} failed: {:?}\n", q.qid, e))?;
+            admin
+                .run(
+                    &regs,
+                    Sqe::new(cmd::ADMIN_CREATE_SQ, 0)
+                        .prps(q.sq.dma_address(), 0)
+                        .cdw(10, u32::from(q.qid) | size)
+                        .cdw(11, cmd::QUEUE_PHYS_CONTIG | (u32::from(q.qid) << 16)),
+                )
+                .inspect_err(|e| dev_err!(pdev, "creating I/O SQ {} failed: {:?}\n", q.qid, e))?;
+        }
+
+        let index = NEXT_CTRL.fetch_add(1, Relaxed);
+        dev_info!(
+            pdev,
+            "rnvme{}: {} ({}), NVMe {}.{}, {} I/O queues of {} entries, {} MSI-X vectors, max transfer {} KiB, overflow={}\n",
+            index,
+            IdString(&id[cmd::ID_CTRL_MN..cmd::ID_CTRL_MN + 40]),
+            IdString(&id[cmd::ID_CTRL_SN..cmd::ID_CTRL_SN + 20]),
+            vs >> 16,
+            (vs >> 8) & 0xff,
+            nr_queues,
+            depth,
+            nr_vectors,
+            max_bytes / 1024,
+            overflow
+        );
+
+        let ctrl = Arc::new(
+            Ctrl {
+                index,
+                queues,
+                overflow,
+            },
+            GFP_KERNEL,
+        )?;
+
+        // One blk-mq context per CPU, each allowed as many requests as all queues hold.
+        let slots = u32::try_from(nr_queues)? * u32::from(depth - 1);
+        let tagset = Arc::pin_init(
+            TagSet::new(kernel::cpu::nr_cpu_ids(), slots.min(MAX_TAGS), 1),
+            GFP_KERNEL,
+        )?;
+
+        // Namespaces.
+        let list = admin.identify(&regs, dev, 0, cmd::CNS_ACTIVE_NS_LIST)?;
+        let mut disks = KVec::new();
+        for nsid in list
+            .chunks_exact(4)
+            .map(|c| le32(c, 0))
+            .take_while(|&n| n != 0)
+        {
+            let idns = admin.identify(&regs, dev, nsid, cmd::CNS_NAMESPACE)?;
+            let nsze = le64(&idns, cmd::ID_NS_NSZE);
+            let format = usize::from(idns[cmd::ID_NS_FLBAS] & 0xf);
+            let lbaf = le32(&idns, cmd::ID_NS_LBAF + 4 * format);
+            let lba_shift = (lbaf >> 16) & 0xff;
+            let metadata = lbaf & 0xffff;
+            if nsze == 0 {
+                continue;
+            }
+            if !(SECTOR_SHIFT..=PAGE_SIZE.trailing_zeros()).contains(&lba_shift) || metadata != 0 {
+                dev_warn!(
+                    pdev,
+                    "namespace {}: LBA format {} (2^{} bytes, {} metadata bytes) not supported\n",
+                    nsid,
+                    format,
+                    lba_shift,
+                    metadata
+                );
+                continue;
+            }
+            let block = 1u32 << lba_shift;
+            let zero_sectors = (MAX_ZERO_BLOCKS << (lba_shift - SECTOR_SHIFT)).min(u32::MAX >> 1);
+            let mut builder = GenDiskBuilder::new()
+                .capacity_sectors(nsze << (lba_shift - SECTOR_SHIFT))
+                .logical_block_size(block)?
+                .physical_block_size(block)?
+                .max_hw_sectors(max_sectors)
+                .max_segments(MAX_SEGMENTS as u16)
+                .virt_boundary_mask(PAGE_SIZE - 1)?;
+            if vwc {
+                builder = builder.write_cache(true);
+            }
+            if oncs & cmd::ONCS_DSM != 0 {
+                builder = builder.max_discard_sectors(zero_sectors);
+            }
+            if oncs & cmd::ONCS_WRITE_ZEROES != 0 {
+                builder = builder.max_write_zeroes_sectors(zero_sectors);
+            }
+            let ns = Arc::new(
+                Namespace {
+                    ctrl: ctrl.clone(),
+                    nsid,
+                    lba_shift,
+                },
+                GFP_KERNEL,
+            )?;
+            let disk = builder.build_owned::<RustNvmeMq, _>(
+                fmt!("rnvme{}n{}", index, nsid),
+                tagset.clone(),
+                ns,
+            )?;
+            let cache = if vwc { ", write cache" } else { "" };
+            let discard = if oncs & cmd::ONCS_DSM != 0 {
+                ", discard"
+            } else {
+                ""
+            };
+            let zeroes = if oncs & cmd::ONCS_WRITE_ZEROES != 0 {
+                ", write zeroes"
+            } else {
+                ""
+            };
+            dev_info!(
+                pdev,
+                "rnvme{}n{}: {} blocks of {} bytes ({} MiB){}{}{}\n",
+                index,
+                nsid,
+                nsze,
+                block,
+                (nsze << lba_shift) >> 20,
+                cache,
+                discard,
+                zeroes
+            );
+            disks.push(disk, GFP_KERNEL)?;
+        }
+
+        let debugfs = debugfs::Dir::new(c"rust_nvme_mq");
+        let name = CString::try_from_fmt(fmt!("rnvme{}", index))?;
+        let sub = debugfs.subdir(&name);
+        let stats_file = KBox::pin_init(
+            sub.read_only_file(c"queues", Ok::<_, Error>(StatsFile(ctrl.clone()))),
+            GFP_KERNEL,
+        )
+        .ok();
+
+        Ok(Self {
+            disks,
+            _stats_file: stats_file,
+            _debugfs: sub,
+            enabled: Some(enabled),
+            _admin: admin,
+            _irqs: irqs,
+            ctrl,
+        })
+    }
+}
+
+/// The PCI driver.
+struct NvmeDriver;
+
+/// PCI class code of NVM Express controllers: mass storage, non-volatile memory, NVMe.
+const PCI_CLASS_STORAGE_EXPRESS: u32 = 0x01_08_02;
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <NvmeDriver as pci::Driver>::IdInfo,
+    [(
+        pci::DeviceId::from_class(PCI_CLASS_STORAGE_EXPRESS, 0xff_ff_ff),
+        ()
+    )]
+);
+
+impl pci::Driver for NvmeDriver {
+    type IdInfo = ();
+    type Data<'bound> = NvmeDevice<'bound>;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        NvmeDevice::probe(pdev)
+    }
+}
+
+/// The module: the PCI driver, registered after the parameters are checked.
+#[pin_data]
+struct RustNvmeMq {
+    #[pin]
+    _driver: driver::Registration<pci::Adapter<NvmeDriver>>,
+}
+
+fn check_params() -> Result {
+    let depth = module_parameters::io_queue_depth.value();
+    if !(MIN_QUEUE_DEPTH..=MAX_QUEUE_DEPTH).contains(&depth) {
+        pr_err!("io_queue_depth={depth} is out of range ({MIN_QUEUE_DEPTH}..={MAX_QUEUE_DEPTH})\n");
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+fn check_probe() -> Result {
+    if PARAM_ERROR.load(Relaxed) != 0 {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+impl kernel::InPlaceModule for RustNvmeMq {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        pin_init::pin_init_scope(move || {
+            check_params()?;
+            PARAM_ERROR.store(0, Relaxed);
+            pr_info!(
+                "loaded: overflow={} io_queue_depth={} nr_io_queues={}\n",
+                module_parameters::overflow.value(),
+                module_parameters::io_queue_depth.value(),
+                module_parameters::nr_io_queues.value()
+            );
+            Ok(try_pin_init!(Self {
+                _driver <- driver::Registration::new(c"rust_nvme_mq", module),
+                // Probing is synchronous: a device refused because of a parameter fails insmod.
+                _: { check_probe()?; },
+            }? Error))
+        })
+    }
+}
+
+#[kunit_tests(rust_nvme_mq)]
+mod tests {
+    use super::*;
+
+    const PAGE: u64 = PAGE_SIZE as u64;
+    const PG: usize = PAGE_SIZE;
+
+    #[test]
+    fn order_home_first_then_round_robin() {
+        let mut order = KVec::new();
+        for q in queue_order(2, 4, true) {
+            order.push(q, GFP_KERNEL).unwrap();
+        }
+        assert_eq!(&order[..], &[2, 3, 0, 1]);
+    }
+
+    #[test]
+    fn order_without_overflow_is_home_only() {
+        assert_eq!(queue_order(3, 4, false).count(), 1);
+        assert_eq!(queue_order(3, 4, false).next(), Some(3));
+    }
+
+    #[test]
+    fn vectors_shared_round_robin() {
+        assert_eq!(queue_vector(0, 5), 1);
+        assert_eq!(queue_vector(3, 5), 4);
+        assert_eq!(queue_vector(3, 3), 2);
+        assert_eq!(queue_vector(2, 1), 0);
+    }
+
+    #[test]
+    fn prp_single_page() {
+        let mut list = [0u64; 4];
+        let p = build_prps([(0x1000_0200, 512)].into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0200,
+                nr_entries: 0,
+                prp2: 0
+            }
+        );
+    }
+
+    #[test]
+    fn prp_two_pages_uses_prp2() {
+        let mut list = [0u64; 4];
+        let segs = [(0x1000_0800, 0x800), (0x5000_0000, 0x800)];
+        let p = build_prps(segs.into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0800,
+                nr_entries: 1,
+                prp2: 0x5000_0000
+            }
+        );
+    }
+
+    #[test]
+    fn prp_list() {
+        let mut list = [0u64; 4];
+        let segs = [
+            (0x1000_0000, 0x1000),
+            (0x2000_0000, 0x1000),
+            (0x3000_0000, 0x200),
+        ];
+        let p = build_prps(segs.into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0000,
+                nr_entries: 2,
+                prp2: 0x9000
+            }
+        );
+        assert_eq!(&list[..2], &[0x2000_0000, 0x3000_0000]);
+    }
+
+    #[test]
+    fn prp_rejects_gaps_and_overlong() {
+        let mut list = [0u64; 1];
+        // Second piece not page aligned.
+        assert!(build_prps([(0, PG), (PAGE + 8, 8)].into_iter(), &mut list, 0).is_err());
+        // First piece does not end on a page.
+        assert!(build_prps([(0, 512), (PAGE, 8)].into_iter(), &mut list, 0).is_err());
+        // More entries than the list holds.
+        let segs = [(0, PG), (PAGE, PG), (2 * PAGE, PG)];
+        assert!(build_prps(segs.into_iter(), &mut list, 0).is_err());
+        // A piece crossing a page.
+        assert!(build_prps([(PAGE - 8, 16)].into_iter(), &mut list, 0).is_err());
+    }
+
+    #[test]
+    fn status_mapping() {
+        assert_eq!(status_to_result(0), Ok(()));
+        assert_eq!(status_to_result(cmd::SC_INVALID_OPCODE), Err(EOPNOTSUPP));
+        assert_eq!(status_to_result(cmd::SC_LBA_RANGE), Err(EREMOTEIO));
+        assert_eq!(
+            status_to_result((cmd::SCT_MEDIA << 8) | cmd::SC_READ_ERROR),
+            Err(ENODATA)
+        );
+        assert_eq!(
+            status_to_result((cmd::SCT_MEDIA << 8) | cmd::SC_GUARD_CHECK),
+            Err(EILSEQ)
+        );
+        assert_eq!(status_to_result(0x06), Err(EIO));
     }
 }
