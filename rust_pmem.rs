@@ -81,18 +81,9 @@ struct PmemQueue {
 impl PmemQueue {
     /// Carry out `rq` against the persistent memory.
     fn execute(&self, rq: &Request<PmemOps>) -> Result {
-        let range =
-            ByteRange::of_request(rq.sector(), rq.bytes(), self.mem.size()).inspect_err(|_| {
-                kernel::pr_warn_once!(
-                    "rpmem{}: request beyond the end: sector {} + {} bytes\n",
-                    self.index,
-                    rq.sector(),
-                    rq.bytes()
-                )
-            })?;
         match rq.command() {
             Command::Read => {
-                let mut pos = range.offset;
+                let mut pos = self.range_of(rq)?.offset;
                 rq.for_each_segment(|seg| {
                     let len = seg.len();
                     seg.with_data_mut(|buf| self.mem.read(pos, buf))?;
@@ -101,7 +92,7 @@ impl PmemQueue {
                 })
             }
             Command::Write => {
-                let mut pos = range.offset;
+                let mut pos = self.range_of(rq)?.offset;
                 rq.for_each_segment(|seg| {
                     seg.with_data(|buf| self.mem.write(pos, buf))?;
                     pos += seg.len();
@@ -112,17 +103,31 @@ impl PmemQueue {
                 }
                 Ok(())
             }
+            // A flush has no position (its sector is -1).
             Command::Flush => {
                 self.mem.flush();
                 Ok(())
             }
             Command::Discard | Command::WriteZeroes => {
+                let range = self.range_of(rq)?;
                 self.mem.zero(range.offset, range.len)?;
                 self.mem.flush();
                 Ok(())
             }
             Command::Other(_) => Err(EOPNOTSUPP),
         }
+    }
+
+    /// The bytes `rq` covers; fails if any of them lies beyond the end of the memory.
+    fn range_of(&self, rq: &Request<PmemOps>) -> Result<ByteRange> {
+        ByteRange::of_request(rq.sector(), rq.bytes(), self.mem.size()).inspect_err(|_| {
+            kernel::pr_warn_once!(
+                "rpmem{}: request beyond the end: sector {} + {} bytes\n",
+                self.index,
+                rq.sector(),
+                rq.bytes()
+            )
+        })
     }
 }
 

@@ -51,6 +51,7 @@ args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" -
       --pmem-img "$IMAGES/pmem.img" --pmem-size "${RBLK_PMEM_SIZE:-256M}"
       --nvme-img "$IMAGES/nvme.img" --nvme-size "${RBLK_NVME_SIZE:-256M}" --nvme-queues 4
       --timeout "$TIMEOUT")
-[[ -n "$APPEND" ]] && args+=(--append "$APPEND")
+# Keep the console for test output; the tests read kernel messages with dmesg.
+args+=(--append "loglevel=4 ${APPEND}")
 [[ -n "$LOG" ]] && args+=(--log "$LOG")
 exec "$TOP/scripts/qemu-run.sh" "${args[@]}"

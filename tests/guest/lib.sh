@@ -50,7 +50,7 @@ fio_verify() {
 }
 
 # Kernel messages that mean a test broke the kernel.
-BAD_KMSG='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid context|hung_task|panic'
+BAD_KMSG='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid context|blocked for more than|Kernel panic'
 kernel_clean() {
     if dmesg | grep -E "$BAD_KMSG"; then fail "kernel reported problems (above)"; fi
 }

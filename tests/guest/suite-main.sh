@@ -29,7 +29,7 @@ test_rust_nvme_mq_params() {
 # insmod MODULE ARGS must fail, and the kernel log must say why (pattern).
 expect_insmod_rejects() {
     local mod=$1 arg=$2 pattern=$3 out
-    dmesg -C
+    dmesg -c >/dev/null
     if out=$(insmod "$MODDIR/$mod.ko" "$arg" 2>&1); then
         rmmod "$mod"
         fail "insmod $mod $arg succeeded"
@@ -66,7 +66,7 @@ test_c_nvme_multiqueue() {
 }
 
 test_kunit_rust_pmem() {
-    dmesg -C
+    dmesg -c >/dev/null
     load_rust_pmem
     unload_module rust_pmem
     dmesg | grep -E "rust_pmem|ok [0-9]+ " || true
@@ -134,7 +134,7 @@ test_pmem_rwf_nowait() {
 test_pmem_busy_with_nd_pmem() {
     modprobe nd_pmem
     wait_dev /dev/pmem0
-    dmesg -C
+    dmesg -c >/dev/null
     if insmod $MODDIR/rust_pmem.ko 2>/dev/null; then rmmod rust_pmem; fail "claimed a range nd_pmem holds"; fi
     dmesg | grep "in use by another driver" || fail "no clear EBUSY message"
     unload_module nd_pmem
