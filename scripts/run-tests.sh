@@ -49,10 +49,11 @@ boot() {
     "$TOP/scripts/guest.sh" --log "$LOGS/$name.log" "$@" >/dev/null 2>"$LOGS/$name.stderr" && rc=0 || rc=$?
     echo "test: boot $name: exit $rc in $(($(date +%s) - s)) s (log: $LOGS/$name.log)" >&2
     local lines
+    touch "$LOGS/$name.log"
     lines=$(tr -d '\r' <"$LOGS/$name.log" | grep -aE '^(PASS|FAIL) [a-z0-9_]+$' || true)
     if [[ -z "$lines" ]]; then
         result FAIL "guest_${name}_ran"
-        tail -n 30 "$LOGS/$name.log" | sed 's/^/    | /'
+        tail -n 30 "$LOGS/$name.stderr" "$LOGS/$name.log" | sed 's/^/    | /'
         return
     fi
     while read -r verdict test; do
