@@ -324,8 +324,35 @@ const MAX_TAGS: u32 = 10240;
 
 /// Set by a probe that failed because of a module parameter, so that insmod fails.
 static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
-/// Index of the next controller (`rnvme<C>`).
-static NEXT_CTRL: Atomic<u32> = Atomic::new(0);
+/// Controller indices (`rnvme<C>`) in use, one bit each.
+static CTRL_INDICES: Atomic<u32> = Atomic::new(0);
+
+/// Take the lowest free controller index, so a rebound controller gets its name back.
+fn take_ctrl_index() -> Result<u32> {
+    let mut used = CTRL_INDICES.load(Relaxed);
+    loop {
+        let index = used.trailing_ones();
+        if index >= u32::BITS {
+            return Err(EBUSY);
+        }
+        match CTRL_INDICES.cmpxchg(used, used | (1 << index), Relaxed) {
+            Ok(_) => return Ok(index),
+            Err(now) => used = now,
+        }
+    }
+}
+
+/// A controller index, given back when dropped.
+struct CtrlIndex(u32);
+
+impl Drop for CtrlIndex {
+    fn drop(&mut self) {
+        let mut used = CTRL_INDICES.load(Relaxed);
+        while let Err(now) = CTRL_INDICES.cmpxchg(used, used & !(1 << self.0), Relaxed) {
+            used = now;
+        }
+    }
+}
 
 /// Map an NVMe completion status field (without the phase bit) to a block error.
 fn status_to_result(status: u32) -> Result {
@@ -371,8 +398,12 @@ struct Prps {
     prp2: u64,
 }
 
-/// Build the PRPs of a transfer made of `segs` (bus address, length), each within one page,
-/// writing list entries into `list`. `list_addr` is the bus address of `list`.
+/// Build the PRPs of a transfer made of `segs` (bus address, length), writing list entries
+/// into `list`. `list_addr` is the bus address of `list`.
+///
+/// Pieces that continue each other physically (the block layer merges such bio vectors into
+/// one segment) are joined; otherwise a piece must start on a page and the previous one end on
+/// one, which the queue's virtual boundary limit guarantees.
 fn build_prps(
     segs: impl Iterator<Item = (u64, usize)>,
     list: &mut [u64],
@@ -381,23 +412,28 @@ fn build_prps(
     let page = PAGE_SIZE as u64;
     let mut prp1 = None;
     let mut nr_entries = 0;
-    let mut prev_end = 0u64;
+    let mut end = 0u64;
     for (addr, len) in segs {
-        if len == 0 || addr % page + len as u64 > page {
+        let len = len as u64;
+        if len == 0 {
             return Err(EINVAL);
         }
-        if prp1.is_none() {
-            prp1 = Some(addr);
-        } else {
-            // A gap: the previous piece did not end on a page, or this one does not start on
-            // one. The virtual boundary limit of the queue rules this out.
-            if prev_end % page != 0 || addr % page != 0 {
-                return Err(EINVAL);
-            }
-            *list.get_mut(nr_entries).ok_or(EINVAL)? = addr;
-            nr_entries += 1;
+        match prp1 {
+            None => prp1 = Some(addr),
+            Some(_) if addr == end => {}
+            Some(_) if end % page == 0 && addr % page == 0 => {}
+            Some(_) => return Err(EINVAL),
         }
-        prev_end = addr + len as u64;
+        // Every page that starts inside this piece, except PRP1's, is a list entry.
+        let mut next = addr.next_multiple_of(page);
+        while next < addr + len {
+            if Some(next) != prp1 {
+                *list.get_mut(nr_entries).ok_or(EINVAL)? = next;
+                nr_entries += 1;
+            }
+            next += page;
+        }
+        end = addr + len;
     }
     let prp1 = prp1.ok_or(EINVAL)?;
     let prp2 = match nr_entries {
@@ -424,10 +460,6 @@ impl Regs {
             .try_access()
             .and_then(|bar| bar.try_read32(offset).ok())
             .unwrap_or(regs::CSTS_GONE)
-    }
-
-    fn read64(&self, offset: usize) -> u64 {
-        u64::from(self.read32(offset)) | (u64::from(self.read32(offset + 4)) << 32)
     }
 
     fn write32(&self, offset: usize, value: u32) {
@@ -1014,6 +1046,7 @@ struct NvmeDevice<'bound> {
     _admin: AdminQueue,
     _irqs: pci::IrqHandlers<'bound, CqIrq>,
     ctrl: Arc<Ctrl>,
+    _index: CtrlIndex,
 }
 
 impl Drop for NvmeDevice<'_> {
@@ -1210,7 +1243,8 @@ impl<'bound> NvmeDevice<'bound> {
                 .inspect_err(|e| dev_err!(pdev, "creating I/O SQ {} failed: {:?}\n", q.qid, e))?;
         }
 
-        let index = NEXT_CTRL.fetch_add(1, Relaxed);
+        let ctrl_index = CtrlIndex(take_ctrl_index()?);
+        let index = ctrl_index.0;
         dev_info!(
             pdev,
             "rnvme{}: {} ({}), NVMe {}.{}, {} I/O queues of {} entries, {} MSI-X vectors, max transfer {} KiB, overflow={}\n",
@@ -1344,6 +1378,7 @@ impl<'bound> NvmeDevice<'bound> {
             _admin: admin,
             _irqs: irqs,
             ctrl,
+            _index: ctrl_index,
         })
     }
 }
@@ -1504,13 +1539,53 @@ mod tests {
         let mut list = [0u64; 1];
         // Second piece not page aligned.
         assert!(build_prps([(0, PG), (PAGE + 8, 8)].into_iter(), &mut list, 0).is_err());
-        // First piece does not end on a page.
+        // First piece does not end on a page and the next does not continue it.
         assert!(build_prps([(0, 512), (PAGE, 8)].into_iter(), &mut list, 0).is_err());
         // More entries than the list holds.
         let segs = [(0, PG), (PAGE, PG), (2 * PAGE, PG)];
         assert!(build_prps(segs.into_iter(), &mut list, 0).is_err());
-        // A piece crossing a page.
-        assert!(build_prps([(PAGE - 8, 16)].into_iter(), &mut list, 0).is_err());
+    }
+
+    #[test]
+    fn prp_joins_contiguous_pieces() {
+        let mut list = [0u64; 4];
+        // Two 1 KiB pieces of one page: one PRP.
+        let segs = [(0x1000_0000, 1024), (0x1000_0400, 1024)];
+        let p = build_prps(segs.into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0000,
+                nr_entries: 0,
+                prp2: 0
+            }
+        );
+        // A piece running into the next page.
+        let p = build_prps([(PAGE - 8, 16)].into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: PAGE - 8,
+                nr_entries: 1,
+                prp2: PAGE
+            }
+        );
+        // Contiguous pieces across a page boundary.
+        let segs = [
+            (0x1000_0800, 0x800),
+            (0x1000_1000, 0x1000),
+            (0x1000_2000, 0x10),
+        ];
+        let p = build_prps(segs.into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0800,
+                nr_entries: 2,
+                prp2: 0x9000
+            }
+        );
+        assert_eq!(&list[..2], &[0x1000_1000, 0x1000_2000]);
     }
 
     #[test]

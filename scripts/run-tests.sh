@@ -68,6 +68,7 @@ boot() {
 boot main --smp 2 -- 'bash /tests/suite-main.sh'
 boot persist_write -- 'bash /tests/suite-persist.sh write'
 boot persist_check -- 'bash /tests/suite-persist.sh check'
+boot nvme --smp 4 -- 'bash /tests/suite-nvme.sh'
 boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-builtin.sh'
 
 echo "test: total $(($(date +%s) - start)) s" >&2

@@ -1,0 +1,236 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rust_nvme_mq on QEMU's NVMe (256 MiB image, serial rblk0001, 4 I/O queue pairs): boot with
+# --smp 4. Every test loads the driver itself and leaves it unloaded.
+. /tests/lib.sh
+
+DEV=/dev/rnvme0n1
+STATS=/sys/kernel/debug/rust_nvme_mq/rnvme0/queues
+NCPU=$(nproc)
+[[ -d /sys/kernel/debug/rust_nvme_mq || -e /sys/kernel/debug/block ]] || mount -t debugfs none /sys/kernel/debug 2>/dev/null || true
+
+load_nvme() { # a failed test may have left it loaded
+    umount /mnt/n 2>/dev/null || true
+    [[ ! -e /sys/module/rust_nvme_mq ]] || unload_module rust_nvme_mq
+    insmod "$MODDIR/rust_nvme_mq.ko" "$@"; wait_dev $DEV; }
+unload_nvme() { unload_module rust_nvme_mq; [[ ! -e $DEV ]] || fail "$DEV still there after rmmod"; }
+# qstat QID COLUMN: a counter of I/O queue QID (columns: see the header line of $STATS).
+qstat() {
+    awk -v q="$1" -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+        $1 == q { print $c }' "$STATS"
+}
+sum_col() { awk -v col="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+    /^[0-9]/ { s += $c } END { print s + 0 }' "$STATS"; }
+
+test_probe_identify() {
+    dmesg -c >/dev/null
+    load_nvme
+    dmesg | grep rust_nvme_mq
+    dmesg | grep -q "QEMU NVMe Ctrl (rblk0001)" || fail "no model/serial from Identify Controller"
+    expect_eq "capacity bytes" "$(bytes_of rnvme0n1)" $((256 << 20))
+    expect_eq "logical block size" "$(cat /sys/block/rnvme0n1/queue/logical_block_size)" 512
+    expect_eq "blk-mq contexts (one per CPU)" "$(ls /sys/block/rnvme0n1/mq | wc -l)" "$NCPU"
+    expect_eq "I/O queues (min(CPUs, max_ioqpairs=4))" "$(grep -cE '^[0-9]' "$STATS")" $((NCPU < 4 ? NCPU : 4))
+    expect_eq "max transfer KiB" "$(cat /sys/block/rnvme0n1/queue/max_hw_sectors_kb)" 256
+    [[ $(cat /sys/block/rnvme0n1/queue/discard_max_hw_bytes) -gt 0 ]] || fail "no discard"
+    [[ $(cat /sys/block/rnvme0n1/queue/write_zeroes_max_bytes) -gt 0 ]] || fail "no write zeroes"
+    grep -q "write back" /sys/block/rnvme0n1/queue/write_cache || fail "no volatile write cache"
+    expect_eq fua "$(cat /sys/block/rnvme0n1/queue/fua)" 1
+    grep -c . /proc/interrupts >/dev/null
+    grep rust_nvme_mq /proc/interrupts
+    expect_eq "MSI-X vectors" "$(grep -c rust_nvme_mq /proc/interrupts)" $((NCPU < 4 ? NCPU + 1 : 5))
+    unload_nvme
+}
+
+test_kunit() {
+    dmesg -c >/dev/null
+    load_nvme
+    dmesg | grep -E "ok [0-9]+ " | tail -n 12
+    if dmesg | grep -E "not ok"; then fail "a KUnit case failed"; fi
+    dmesg | grep -qE "rust_nvme_mq: pass:[0-9]+ fail:0" || fail "KUnit suite rust_nvme_mq did not pass"
+    unload_nvme
+}
+
+test_fio_verify_per_cpu() {
+    load_nvme
+    local size=$(($(bytes_of rnvme0n1) / NCPU)) q before=() after
+    for q in $(seq 1 4); do before[$q]=$(qstat $q submitted); done
+    # One job per CPU, each pinned, each verifying its share of the namespace; mixed sizes
+    # (512 B .. 256 KiB) to exercise PRP1, PRP2 and PRP lists.
+    fio --name=percpu --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 \
+        --rw=randwrite --bsrange=512-256k --size=$size --offset_increment=$size \
+        --numjobs=$NCPU --cpus_allowed=0-$((NCPU - 1)) --cpus_allowed_policy=split \
+        --verify=crc32c --verify_fatal=1 --do_verify=1 --group_reporting \
+        --output-format=terse >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio verify"; }
+    cat "$STATS"
+    for q in $(seq 1 $((NCPU < 4 ? NCPU : 4))); do
+        after=$(qstat $q submitted)
+        [[ $after -gt ${before[$q]} ]] || fail "queue $q counter did not rise ($after)"
+    done
+    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    unload_nvme
+}
+
+test_iops() {
+    load_nvme
+    fio --name=iops --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 --rw=randread \
+        --bs=4k --numjobs=$NCPU --cpus_allowed=0-$((NCPU - 1)) --cpus_allowed_policy=split \
+        --time_based --runtime=5 --group_reporting --output-format=terse >/tmp/fio.out 2>&1 \
+        || { cat /tmp/fio.out; fail "fio"; }
+    echo "randread 4k iodepth 32 x $NCPU jobs: $(cut -d';' -f8 /tmp/fio.out) IOPS"
+    unload_nvme
+}
+
+test_ext4() {
+    load_nvme
+    mkfs.ext4 -q -F $DEV
+    mkdir -p /mnt/n
+    mount $DEV /mnt/n
+    dd if=/dev/urandom of=/mnt/n/big bs=1M count=32 status=none
+    for i in $(seq 20); do head -c $((i * 7919)) /dev/urandom >/mnt/n/f$i; done
+    (cd /mnt/n && sha256sum big f* >/tmp/sums)
+    umount /mnt/n
+    fsck.ext4 -fn $DEV
+    mount $DEV /mnt/n
+    (cd /mnt/n && sha256sum -c /tmp/sums >/dev/null) || fail "checksums differ after remount"
+    rm /mnt/n/big
+    sync
+    umount /mnt/n
+    unload_nvme
+    # Again after a driver reload: the data is on the device, not in a cache of ours.
+    load_nvme
+    mount $DEV /mnt/n
+    (cd /mnt/n && sha256sum -c /tmp/sums 2>/dev/null | grep -v big) >/dev/null || true
+    (cd /mnt/n && grep -v ' big$' /tmp/sums | sha256sum -c >/dev/null) || fail "checksums differ after reload"
+    umount /mnt/n
+    unload_nvme
+}
+
+test_discard_write_zeroes() {
+    load_nvme
+    local one=/tmp/ones
+    head -c $((1 << 20)) /dev/zero | tr '\0' '\377' >$one
+    dd if=$one of=$DEV bs=1M seek=8 oflag=direct status=none
+    blkdiscard -o $((8 << 20)) -l $((1 << 20)) $DEV || fail "discard failed"
+    dd if=$one of=$DEV bs=1M seek=9 oflag=direct status=none
+    if blkdiscard -h 2>&1 | grep -q -- -z; then
+        blkdiscard -z -o $((9 << 20)) -l $((1 << 20)) $DEV || fail "write zeroes failed"
+        expect_eq "zeroed range" "$(dd if=$DEV bs=1M skip=9 count=1 iflag=direct status=none | tr -d '\0' | wc -c)" 0
+    else
+        echo "blkdiscard has no -z here; write zeroes exercised by mkfs.ext4 only"
+    fi
+    unload_nvme
+}
+
+# Tiny queues (3 commands each), all load from CPU 0 with a deep queue: CPU 0's queue fills.
+skewed_load() {
+    taskset -c 0 fio --name=skew --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=64 \
+        --rw=randwrite --bs=4k --size=32m --verify=crc32c --verify_fatal=1 --do_verify=1 \
+        --output-format=terse >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio on tiny queues"; }
+}
+
+test_overflow() {
+    load_nvme io_queue_depth=4
+    skewed_load
+    cat "$STATS"
+    [[ $(qstat 1 overflow_out) -gt 0 ]] || fail "no overflow out of CPU 0's queue"
+    [[ $(sum_col overflow_in) -gt 0 ]] || fail "no overflow into other queues"
+    expect_eq "overflow out = in" "$(sum_col overflow_out)" "$(sum_col overflow_in)"
+    [[ $(qstat 1 full_events) -gt 0 ]] || fail "no queue-full events"
+    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    unload_nvme
+}
+
+test_no_overflow() {
+    load_nvme io_queue_depth=4 overflow=0
+    expect_eq param "$(param rust_nvme_mq overflow)" N
+    skewed_load
+    cat "$STATS"
+    expect_eq "overflow out" "$(sum_col overflow_out)" 0
+    expect_eq "overflow in" "$(sum_col overflow_in)" 0
+    [[ $(qstat 1 full_events) -gt 0 ]] || fail "queue never full: the test load is too light"
+    unload_nvme
+}
+
+test_depth_above_mqes() {
+    dmesg -c >/dev/null
+    if insmod "$MODDIR/rust_nvme_mq.ko" io_queue_depth=65536 2>/tmp/err; then
+        rmmod rust_nvme_mq; fail "insmod io_queue_depth=65536 succeeded"
+    fi
+    cat /tmp/err
+    dmesg | grep -E "io_queue_depth=65536 is larger than the controller's queues \(CAP.MQES\+1 = [0-9]+\)" \
+        || fail "no clear message"
+    [[ ! -e /sys/module/rust_nvme_mq ]] || fail "module stayed loaded"
+    load_nvme
+    unload_nvme
+}
+
+test_rmmod_under_load() {
+    load_nvme
+    fio --name=load --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 --rw=randrw \
+        --bs=4k --numjobs=2 --time_based --runtime=6 >/tmp/fio.out 2>&1 &
+    local pid=$!
+    sleep 2
+    if rmmod rust_nvme_mq 2>/tmp/err; then fail "rmmod succeeded with the disk open"; fi
+    grep -i "in use" /tmp/err || { cat /tmp/err; fail "no 'in use' message"; }
+    wait $pid || { cat /tmp/fio.out; fail "fio failed while rmmod was refused"; }
+    unload_nvme
+    dmesg | grep -E "rnvme0 queue 1: submitted" || fail "no counters printed at removal"
+}
+
+test_unbind_under_load() {
+    load_nvme
+    local bdf
+    bdf=$(basename "$(readlink /sys/block/rnvme0n1/device 2>/dev/null || true)")
+    [[ -n $bdf && $bdf != . ]] || bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    # Known data outside the region the load writes to.
+    head -c $((4 << 20)) /dev/urandom >/tmp/known
+    dd if=/tmp/known of=$DEV bs=1M seek=200 oflag=direct,sync status=none
+    fio --name=load --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 --rw=randrw \
+        --bs=4k --size=128m --numjobs=2 --time_based --runtime=20 >/tmp/fio.out 2>&1 &
+    local pid=$!
+    sleep 2
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/unbind
+    [[ ! -e $DEV ]] || fail "$DEV still there after unbind"
+    wait $pid && echo "fio ended without error" || echo "fio saw errors after the unbind (expected)"
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/bind
+    wait_dev $DEV
+    cmp <(dd if=$DEV bs=1M skip=200 count=4 iflag=direct status=none) /tmp/known \
+        || fail "data written before the unbind changed"
+    unload_nvme
+}
+
+test_nvme_cli() {
+    # nvme-cli needs the NVMe character device and admin ioctls, which only the C driver has:
+    # check that the C driver (nvme-cli) sees the same controller and namespace as ours.
+    load_nvme
+    local ours_size
+    ours_size=$(bytes_of rnvme0n1)
+    nvme list 2>&1 | tee /tmp/nvme-list || true
+    unload_nvme
+    modprobe nvme
+    wait_dev /dev/nvme0n1
+    nvme list | tee /tmp/nvme-list
+    nvme id-ctrl /dev/nvme0 | grep -E "^(sn|mn|mdts|oncs|vwc) " | tee /tmp/idctrl
+    grep -qE "^sn +: rblk0001" /tmp/idctrl || fail "serial"
+    grep -qE "^mdts +: 7" /tmp/idctrl && echo "mdts 7 = 512 KiB, ours capped at 256 KiB by its PRP list"
+    expect_eq "capacity as seen by the C driver" "$(bytes_of nvme0n1)" "$ours_size"
+    unload_module nvme
+    unload_module nvme_core 2>/dev/null || true
+}
+
+test_no_kernel_warnings() { kernel_clean; }
+
+t nvme_probe_identify test_probe_identify
+t nvme_kunit test_kunit
+t nvme_fio_verify_per_cpu_queues test_fio_verify_per_cpu
+t nvme_iops test_iops
+t nvme_ext4_fsck_checksums test_ext4
+t nvme_discard_write_zeroes test_discard_write_zeroes
+t nvme_overflow_tiny_queues test_overflow
+t nvme_no_overflow_when_off test_no_overflow
+t nvme_depth_above_mqes_rejected test_depth_above_mqes
+t nvme_rmmod_under_load_refused test_rmmod_under_load
+t nvme_unbind_under_load_clean test_unbind_under_load
+t nvme_cli_cross_check test_nvme_cli
+t nvme_no_kernel_warnings test_no_kernel_warnings
