@@ -12,12 +12,14 @@ Usage: $0 --build BUILDDIR --out FILE.cpio.gz [--extra-modules DIR]... [--guest-
   --build DIR          kernel O= build directory (holds .config, Makefile, modules.order, source ->)
   --out FILE           initramfs to write (gzip'd newc cpio)
   --extra-modules DIR  every *.ko in DIR goes to /lib/modules/extra/ in the guest (load with
-                       insmod /lib/modules/extra/NAME.ko); may be repeated
+                       insmod /lib/modules/extra/NAME.ko; depmod indexes them too, so modprobe
+                       NAME works); may be repeated
   --guest-dir DIR      copied to /tests in the guest (default: tests/guest of this checkout;
                        skipped with a note if the default does not exist)
   --cmd 'COMMAND'      command line the guest's /init runs with bash (stored in /rblk-cmd), after
                        which it prints "RBLK-EXIT <status>" on the console and powers off.
-                       Empty or absent: /init starts an interactive shell on the console instead.
+                       Empty or absent: /init starts an interactive shell on the console instead
+                       (its exit status is reported the same way when it exits).
 
 Guest layout: merged /usr like the host (/bin, /sbin, /lib, /lib64 are links into /usr); host
 binaries (${HOST_TOOLS_DOC}) with all their libraries, busybox
@@ -94,45 +96,54 @@ trap 'rm -rf "$WORK"' EXIT
 
 # Canonical guest path of a host path: resolve the directory (so /lib/x -> /usr/lib/x on a
 # merged-/usr host) but keep the last component (a symlink stays a symlink).
-canon() { echo "$(readlink -f "$(dirname "$1")")/$(basename "$1")"; }
+declare -A CANON_DIR=()
+canon() {  # sets CANON to the canonical guest path of host path $1
+    local d=${1%/*} b=${1##*/}
+    [[ -n "$d" ]] || d=/
+    [[ -n "${CANON_DIR[$d]:-}" ]] || CANON_DIR[$d]=$(readlink -f "$d")
+    CANON="${CANON_DIR[$d]%/}/$b"
+}
 
-# ---- 1. Collect the userland file list: "SRC" lines are files to copy, "LNK path target" links.
+# ---- 1. Collect the userland: regular files to copy and symlinks to recreate.
 declare -A SEEN=()
 FILES=()      # canonical host paths of regular files to copy
 LINKS=()      # "path<TAB>target" symlinks to recreate
-add_path() {  # add_path HOSTPATH: record it (following a chain of symlinks) and its libraries
-    local p; p=$(canon "$1")
+# add_path HOSTPATH [ldd]: record a file (following a chain of symlinks); with "ldd" also the
+# shared libraries and dynamic loader ldd resolves for it (ldd already lists the whole closure,
+# so libraries themselves are not run through ldd again).
+add_path() {
+    local CANON p
+    canon "$1"; p=$CANON
     [[ -n "${SEEN[$p]:-}" ]] && return 0
     SEEN[$p]=1
     if [[ -L "$p" ]]; then
         local target; target=$(readlink "$p")
         LINKS+=("$p"$'\t'"$target")
-        case "$target" in /*) add_path "$target" ;; *) add_path "$(dirname "$p")/$target" ;; esac
+        case "$target" in /*) add_path "$target" "${2:-}" ;; *) add_path "${p%/*}/$target" "${2:-}" ;; esac
         return 0
     fi
     [[ -f "$p" ]] || die "$p does not exist"
     case "$p" in *glibc-hwcaps*) log "warning: $p is a CPU-specific library; the TCG guest CPU may lack its instructions" ;; esac
     FILES+=("$p")
-    # Shared libraries and the dynamic loader, as resolved by ldd (static files: none).
+    [[ "${2:-}" == ldd ]] || return 0
     local line lib deps=()
-    if mapfile -t deps < <(ldd "$p" 2>/dev/null) && [[ ${#deps[@]} -gt 0 ]] &&
-        [[ "${deps[0]}" != *"not a dynamic executable"* ]]; then
-        for line in "${deps[@]}"; do
-            line=${line#"${line%%[![:space:]]*}"}
-            lib=""
-            case "$line" in
-                *"=> not found"*) die "$p: missing library: $line" ;;
-                *"=> /"*) lib=${line#*=> }; lib=${lib%% (*} ;;
-                /*) lib=${line%% (*} ;;             # the dynamic loader
-            esac
-            if [[ -n "$lib" ]]; then add_path "$lib"; fi
-        done
-    fi
+    mapfile -t deps < <(ldd "$p" 2>/dev/null || true)
+    [[ ${#deps[@]} -gt 0 && "${deps[0]}" != *"not a dynamic executable"* ]] || return 0
+    for line in "${deps[@]}"; do
+        line=${line#"${line%%[![:space:]]*}"}
+        lib=""
+        case "$line" in
+            *"=> not found"*) die "$p: missing library: $line" ;;
+            *"=> /"*) lib=${line#*=> }; lib=${lib%% (*} ;;
+            /*) lib=${line%% (*} ;;             # the dynamic loader
+        esac
+        if [[ -n "$lib" ]]; then add_path "$lib"; fi
+    done
     return 0
 }
 for t in "${HOST_TOOLS[@]}"; do
     p=$(command -v "$t") || die "host tool $t not found (see scripts/setup-host.sh)"
-    add_path "$p"
+    add_path "$p" ldd
 done
 ETC_FILES=()
 for f in "${HOST_ETC_FILES[@]}"; do [[ -f "/etc/$f" ]] && ETC_FILES+=("/etc/$f"); done
@@ -147,9 +158,9 @@ if ! [ -t 1 ]; then
     mount -t devtmpfs devtmpfs /dev 2>/dev/null
     exec </dev/console >/dev/console 2>&1
 fi
-echo "rblk-init: started at $(cut -d' ' -f1 /proc/uptime 2>/dev/null || echo ?) s uptime"
 mnt() { mkdir -p "$4"; mount -t "$1" -o "$3" "$2" "$4" || echo "rblk-init: WARNING: mount -t $1 $4 failed"; }
 mnt proc proc nosuid,nodev,noexec /proc
+echo "rblk-init: started at $(cut -d' ' -f1 /proc/uptime) s uptime"
 mnt sysfs sysfs nosuid,nodev,noexec /sys
 grep -q ' /dev devtmpfs ' /proc/mounts || mnt devtmpfs devtmpfs mode=0755,nosuid /dev
 mnt debugfs debugfs nosuid,nodev,noexec /sys/kernel/debug
@@ -167,19 +178,18 @@ mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm 2>/dev/null || true
 hostname rblk-guest
 cd /
 
+status=0
 if [ -s /rblk-cmd ]; then
     echo "rblk-init: running /rblk-cmd at $(cut -d' ' -f1 /proc/uptime) s uptime"
-    status=0
     bash /rblk-cmd </dev/null || status=$?
-    # Quiet the kernel console so no printk splits the status line, then report and power off.
-    dmesg -n 1 2>/dev/null || true
-    sync
-    printf '\nRBLK-EXIT %d\n' "$status"
 else
     echo "rblk-init: no /rblk-cmd: interactive shell (exit it to power off)"
-    setsid cttyhack sh -l || true
-    sync
+    setsid cttyhack sh -l || status=$?
 fi
+# Quiet the kernel console so no printk splits the status line, then report and power off.
+dmesg -n 1 2>/dev/null || true
+sync
+printf '\nRBLK-EXIT %d\n' "$status"
 poweroff -f
 # poweroff -f does not return; if it does, init exits, the kernel panics (panic=-1 reboots, and
 # QEMU's -no-reboot then stops).
@@ -254,21 +264,27 @@ if grep -q '^CONFIG_MODULES=y' "$BUILD/.config"; then
     fi
     [[ -d "$S/lib/modules/$KREL" ]] || die "modules_install did not create lib/modules/$KREL"
     rm -f "$S/lib/modules/$KREL/build" "$S/lib/modules/$KREL/source"
-    depmod -b "$S" "$KREL" || die "depmod failed"
     log "modules: $(find "$S/lib/modules/$KREL" -name '*.ko*' | wc -l) from $BUILD ($KREL)"
 else
     mkdir -p "$S/lib/modules/$KREL"
 fi
-mkdir -p "$S/lib/modules/extra"
+# Extra modules live in /lib/modules/<release>/extra (so depmod indexes them and "modprobe
+# rust_pmem" works too) and /lib/modules/extra links there (the documented insmod path).
+mkdir -p "$S/lib/modules/$KREL/extra"
+ln -s "$KREL/extra" "$S/lib/modules/extra"
+n_extra=0
 for d in "${EXTRA_DIRS[@]}"; do
     n=0
     for ko in "$d"/*.ko; do
         [[ -f "$ko" ]] || continue
-        cp "$ko" "$S/lib/modules/extra/"; n=$((n + 1))
+        cp "$ko" "$S/lib/modules/$KREL/extra/"; n=$((n + 1))
     done
-    [[ $n -gt 0 ]] || log "warning: no *.ko in --extra-modules $d"
-    [[ $n -gt 0 ]] && log "extra modules: $n from $d"
+    if [[ $n -gt 0 ]]; then log "extra modules: $n from $d"; else log "warning: no *.ko in --extra-modules $d"; fi
+    n_extra=$((n_extra + n))
 done
+if grep -q '^CONFIG_MODULES=y' "$BUILD/.config"; then
+    depmod -b "$S" "$KREL" || die "depmod failed"
+fi
 # Merged /usr: the userland part has lib -> usr/lib, so put everything under usr/lib here and
 # never ship a real "lib" directory that would shadow the link.
 mkdir -p "$S/usr"

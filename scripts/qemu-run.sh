@@ -33,7 +33,8 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
 (guest panicked, QEMU failed to start, ...).
 
   --smp N             vCPUs (default $DEFAULT_SMP)
-  --mem SIZE          guest RAM, K/M/G/T suffixes (default $DEFAULT_MEM)
+  --mem SIZE          guest RAM (default $DEFAULT_MEM); SIZEs take K/M/G/T suffixes (powers of
+                      1024), a bare number means MiB
   --pmem-img PATH     NVDIMM backing file (default $IMG_DIR/pmem0.img when only --pmem-size given)
   --pmem-size SIZE    NVDIMM size (default $DEFAULT_PMEM_SIZE when only --pmem-img given)
   --nvme-img PATH     NVMe namespace raw image (default $IMG_DIR/nvme0.img when only
@@ -56,9 +57,10 @@ USAGE
 die() { echo "qemu-run: ERROR: $*" >&2; exit 2; }
 log() { echo "qemu-run: $*" >&2; }
 need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs an argument"; }
-to_bytes() {  # SIZE with optional K/M/G/T (binary) suffix -> bytes
+to_bytes() {  # SIZE with K/M/G/T (binary) suffix -> bytes; a bare number means MiB, as in QEMU -m
     local v=${1%iB}; v=${v%B}
     [[ "$v" =~ ^[0-9]+[KkMmGgTt]?$ ]] || die "bad size '$1'"
+    [[ "$v" =~ [0-9]$ ]] && v="${v}M"
     numfmt --from=iec "${v^^}"
 }
 
@@ -91,6 +93,7 @@ done
 command -v "$QEMU_BIN" >/dev/null || die "$QEMU_BIN not found"
 MIB=$((1024 * 1024))
 mem_mib=$(($(to_bytes "$MEM") / MIB))
+((mem_mib > 0)) || die "--mem $MEM is less than 1 MiB"
 
 # prepare_image PATH SIZE_BYTES: create sparse or grow; never shrink or clear.
 prepare_image() {
@@ -107,7 +110,7 @@ prepare_image() {
 
 ACCEL=(-accel tcg -cpu max)
 [[ "${RBLK_ACCEL:-tcg}" == kvm ]] && ACCEL=(-accel kvm -cpu host)
-QEMU=("$QEMU_BIN" "${ACCEL[@]}" -machine pc,nvdimm=on -smp "$SMP"
+QEMU=("$QEMU_BIN" "${ACCEL[@]}" -machine "pc,nvdimm=on" -smp "$SMP"
       -nodefaults -display none -serial mon:stdio -net none -no-reboot
       -kernel "$KERNEL" -initrd "$INITRD")
 
@@ -120,7 +123,9 @@ if [[ -n "$PMEM_IMG" || -n "$PMEM_SIZE" ]]; then
     # QEMU maps the file shared: a second guest on the same file would corrupt it.
     exec {pmem_lock}<"$PMEM_IMG"
     flock -n "$pmem_lock" || die "$PMEM_IMG is in use by another qemu-run"
-    QEMU+=(-m "${mem_mib}M,slots=$MEM_SLOTS,maxmem=$((mem_mib + pmem_bytes / MIB))M"
+    maxmem_mib=$((mem_mib + pmem_bytes / MIB))
+    # shellcheck disable=SC2054  # commas are QEMU option syntax
+    QEMU+=(-m "${mem_mib}M,slots=$MEM_SLOTS,maxmem=${maxmem_mib}M"
            -object "memory-backend-file,id=mem1,share=on,mem-path=$PMEM_IMG,size=$pmem_bytes"
            -device nvdimm,id=nv1,memdev=mem1)
 else
@@ -153,18 +158,20 @@ if [[ -t 0 ]] && [[ "$(ps -o tpgid= -p $$ | tr -d ' ')" == "$(ps -o pgid= -p $$ 
     GUEST_STDIN=/dev/stdin
     STTY_SAVED=$(stty -g 2>/dev/null || true)
 fi
+# shellcheck disable=SC2317  # invoked by trap
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM HUP
     if [[ -n "$TPID" ]] && kill -0 "$TPID" 2>/dev/null; then
         # timeout(1) passes SIGTERM on to QEMU; SIGKILL both if QEMU does not go in time.
-        local qpid; qpid=$(pgrep -P "$TPID" || true)
+        local qpids=()
+        mapfile -t qpids < <(pgrep -P "$TPID" || true)
         kill -TERM "$TPID" 2>/dev/null || true
         for _ in $(seq "$KILL_GRACE"); do kill -0 "$TPID" 2>/dev/null || break; sleep 1; done
-        kill -KILL "$TPID" $qpid 2>/dev/null || true
+        kill -KILL "$TPID" "${qpids[@]}" 2>/dev/null || true
     fi
-    [[ -n "$TAILPID" ]] && kill "$TAILPID" 2>/dev/null || true
-    [[ -n "$STTY_SAVED" ]] && stty "$STTY_SAVED" 2>/dev/null || true
+    if [[ -n "$TAILPID" ]]; then kill "$TAILPID" 2>/dev/null || true; fi
+    if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
     [[ "$KEEP_LOG" == 1 ]] || rm -f "$LOG"
     exit "$rc"
 }
@@ -185,7 +192,7 @@ set -e
 TPID=""
 wait "$TAILPID" 2>/dev/null || true
 TAILPID=""
-[[ -n "$STTY_SAVED" ]] && stty "$STTY_SAVED" 2>/dev/null || true
+if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
 elapsed=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
 where=""
 [[ "$KEEP_LOG" == 1 ]] && where=" (log: $LOG)"
