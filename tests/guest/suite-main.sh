@@ -146,7 +146,12 @@ test_pmem_rmmod_under_load() {
         --rw=randwrite --bs=4k --size=64m --verify=crc32c --verify_fatal=1 --do_verify=1 \
         --time_based=0 --loops=3 --output-format=terse >/tmp/load.out 2>&1 &
     local fio_pid=$! refused=0 i
-    sleep 1
+    # Wait until fio has the disk open (the open pins the module).
+    for i in $(seq 100); do
+        [[ $(cat /sys/module/rust_pmem/refcnt) -gt 0 ]] && break
+        sleep 0.1
+    done
+    [[ $(cat /sys/module/rust_pmem/refcnt) -gt 0 ]] || fail "fio never opened the disk"
     for i in 1 2 3; do
         if rmmod rust_pmem 2>/tmp/rmmod.err; then fail "rmmod succeeded while fio had the disk open"; fi
         refused=$((refused + 1))
