@@ -53,6 +53,15 @@ if [[ $PRINT_DIR == 1 ]]; then
     exit 0
 fi
 
+# One kernel build at a time: concurrent runs (make test while a developer rebuilds) would
+# corrupt each other's objects in the shared cache.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.build.lock"
+if ! flock -n 9; then
+    log "waiting for another build-kernel.sh to finish"
+    flock 9
+fi
+
 SRC=$("$TOP/scripts/fetch-kernel.sh")
 VER=$(make -s -C "$SRC" kernelversion)
 TREE="$CACHE/tree/$VER"

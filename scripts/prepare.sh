@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything a guest run needs: host tools, both kernels, the modules and guest tools.
 set -euo pipefail
+shopt -s inherit_errexit
 
 usage() {
     cat <<USAGE
@@ -27,16 +28,21 @@ IMAGES=${RBLK_IMAGES:-/var/tmp/rust-blk-images}
 export PATH="$HOME/.cargo/bin:$PATH"
 mkdir -p "$OUT" "$IMAGES"
 step() { echo "prepare: $*" >&2; }
-timed() { local s=$(date +%s); "$@"; step "  ($(($(date +%s) - s)) s)"; }
+timed() {
+    local s
+    s=$(date +%s)
+    "$@" || { step "FAILED: $*"; return 1; }
+    step "  ($(($(date +%s) - s)) s)"
+}
 
 step "host packages and tools"
 timed "$TOP/scripts/setup-host.sh" >&2
 step "kernel (first build ~15-20 min on 2 cores, then incremental)"
-KBUILD=$(timed "$TOP/scripts/build-kernel.sh" | tail -n1)
+KBUILD=$(timed "$TOP/scripts/build-kernel.sh" | tail -n1) || exit 1
 KBUILD_BUILTIN=
 if [[ $BUILTIN == 1 ]]; then
     step "kernel with the drivers built in"
-    KBUILD_BUILTIN=$(timed "$TOP/scripts/build-kernel.sh" --builtin | tail -n1)
+    KBUILD_BUILTIN=$(timed "$TOP/scripts/build-kernel.sh" --builtin | tail -n1) || exit 1
 fi
 step "out-of-tree modules"
 timed make -s -C "$KBUILD" M="$TOP" LLVM=-19 modules >&2
