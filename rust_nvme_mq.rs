@@ -286,7 +286,6 @@ mod cmd {
     pub(crate) const SC_RESERVATION_CONFLICT: u32 = 0x83;
     pub(crate) const SC_LBA_RANGE: u32 = 0x80;
     pub(crate) const SC_CAP_EXCEEDED: u32 = 0x81;
-    pub(crate) const SC_NS_NOT_READY: u32 = 0x82;
     // Command specific status codes.
     pub(crate) const SC_ONCS_NOT_SUPPORTED: u32 = 0x0d;
     pub(crate) const SC_READ_ONLY: u32 = 0x82;
@@ -367,7 +366,6 @@ fn status_to_result(status: u32) -> Result {
         | (SCT_CMD_SPECIFIC, SC_ONCS_NOT_SUPPORTED) => EOPNOTSUPP,
         (SCT_GENERIC, SC_CAP_EXCEEDED) => ENOSPC,
         (SCT_GENERIC, SC_LBA_RANGE) => EREMOTEIO,
-        (SCT_GENERIC, SC_NS_NOT_READY) => EAGAIN,
         (SCT_GENERIC, SC_RESERVATION_CONFLICT) => EBADE,
         (SCT_CMD_SPECIFIC, SC_READ_ONLY)
         | (
@@ -930,6 +928,8 @@ struct Ctrl {
     index: u32,
     queues: KVec<Arc<IoQueue>>,
     overflow: bool,
+    /// The home queue of each CPU: the one whose interrupt is delivered to that CPU.
+    home: KVec<u16>,
 }
 
 /// One namespace: the queue data of its disk.
@@ -949,7 +949,11 @@ impl Operations for NvmeOps {
     fn queue_rq(ns: ArcBorrow<'_, Namespace>, rq: ARef<Request<Self>>, _is_last: bool) -> Result {
         let ctrl = &ns.ctrl;
         let nr_queues = ctrl.queues.len();
-        let home = CpuId::current().as_u32() as usize % nr_queues;
+        let cpu = CpuId::current().as_u32() as usize;
+        let home = ctrl
+            .home
+            .get(cpu)
+            .map_or(cpu % nr_queues, |&q| usize::from(q));
         let mut rq = rq;
         for qi in queue_order(home, nr_queues, ctrl.overflow) {
             let queue = &ctrl.queues[qi];
@@ -1203,6 +1207,8 @@ impl<'bound> NvmeDevice<'bound> {
             1,
             u32::try_from(nr_queues + 1)?,
             pci::IrqTypes::default().with(pci::IrqType::MsiX),
+            // Vector 0 (admin queue) is not spread; the I/O queues' vectors follow the CPUs.
+            Some(1),
             irq::Flags::TRIGGER_NONE,
             c"rust_nvme_mq",
             |vector, nr_vectors| {
@@ -1260,11 +1266,27 @@ impl<'bound> NvmeDevice<'bound> {
             overflow
         );
 
+        // Each CPU's home queue: the queue whose vector is affine to the CPU (the vectors are
+        // spread over the CPUs), or round robin where the affinity says nothing.
+        let nr_cpus = kernel::cpu::nr_cpu_ids();
+        let mut home = KVec::with_capacity(nr_cpus as usize, GFP_KERNEL)?;
+        for cpu in 0..nr_cpus {
+            let own = CpuId::from_u32(cpu).and_then(|id| {
+                (0..nr_queues).find(|&i| {
+                    irqs.affinity(queue_vector(i, nr_vectors))
+                        .is_some_and(|mask| nr_vectors > 1 && mask.test(id))
+                })
+            });
+            let q = own.unwrap_or(cpu as usize % nr_queues);
+            home.push(u16::try_from(q)?, GFP_KERNEL)?;
+        }
+
         let ctrl = Arc::new(
             Ctrl {
                 index,
                 queues,
                 overflow,
+                home,
             },
             GFP_KERNEL,
         )?;
