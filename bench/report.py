@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""Summarise the "BENCH <config> <round> <fio json>" lines of a guest log.
+"""Summarise the "BENCH <config> <round> <chunk> <fio json text>" lines of a guest log.
 
 Prints a per-configuration table (median and min-max over rounds) and the ratios between
 configurations, each computed per round (A and B of the same round) and then reduced to median
@@ -32,14 +32,18 @@ PMEM_RATIOS = [
 
 
 def parse(log):
-    runs = {}  # config -> round -> fio group json
+    """Join the numbered chunks of each configuration and round into fio's JSON."""
+    chunks = {}  # (config, round) -> {chunk number: text}
     for line in Path(log).read_text(errors="replace").splitlines():
-        line = line.strip("\r")
+        line = line.rstrip("\r")
         if not line.startswith("BENCH "):
             continue
-        _, cfg, rnd, payload = line.split(" ", 3)
-        job = json.loads(payload)["jobs"][0]
-        runs.setdefault(cfg, {})[int(rnd)] = job
+        _, cfg, rnd, num, text = line.split(" ", 4)
+        chunks.setdefault((cfg, int(rnd)), {})[int(num)] = text
+    runs = {}  # config -> round -> fio group json
+    for (cfg, rnd), parts in chunks.items():
+        payload = "".join(parts[i] for i in sorted(parts))
+        runs.setdefault(cfg, {})[rnd] = json.loads(payload)["jobs"][0]
     return runs
 
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # pmem benchmark, one boot: rust_pmem nowait=0/1, C nd_pmem nowait=0/1 (reference patch), brd.
 # Configurations alternate (A B C D E, A B C D E, ...) for ROUNDS rounds; every fio result is
-# printed as one line "BENCH <config> <round> <fio json (one line)>" for the host to summarise.
+# printed as numbered "BENCH <config> <round> <chunk> <text>" lines for the host to summarise.
 set -euo pipefail
 source /tests/lib.sh
 
@@ -37,6 +37,17 @@ fill() {
         --bs=64k --size=100% --output-format=terse >/dev/null
 }
 
+# emit CONFIG ROUND JSON: the console splits long lines, so send the fio JSON in numbered
+# chunks "BENCH <config> <round> <chunk#> <text>"; the host joins them.
+CHUNK=900
+emit() {
+    local i=0 chunk
+    printf '%s' "$3" | tr -d '\n' | tr -s ' ' | fold -w $CHUNK | while IFS= read -r chunk; do
+        echo "BENCH $1 $2 $i $chunk"
+        i=$((i + 1))
+    done
+}
+
 load_rust_pmem
 PMEM_BYTES=$(bytes_of rpmem0)
 echo "bench: filling the persistent memory ($((PMEM_BYTES >> 20)) MiB) once by randwrite" >&2
@@ -49,7 +60,7 @@ for round in $(seq "$ROUNDS"); do
         json=$(fio --name=bench --filename="$dev" --direct=1 --ioengine=io_uring --iodepth=$IODEPTH \
             --rw=randread --bs=4k --numjobs="$JOBS" --group_reporting --time_based \
             --runtime="$RUNTIME" --ramp_time=1 --norandommap --randrepeat=0 --output-format=json)
-        echo "BENCH $cfg $round $(echo "$json" | tr -d '\n')"
+        emit "$cfg" "$round" "$json"
         detach "$cfg"
     done
 done
