@@ -42,7 +42,9 @@ fill() {
 CHUNK=900
 emit() {
     local i=0 chunk
-    printf '%s' "$3" | tr -d '\n' | tr -s ' ' | fold -w $CHUNK | while IFS= read -r chunk; do
+    # The final newline makes `read` see the last chunk too.
+    { printf '%s' "$3" | tr -d '\n' | tr -s ' ' | fold -w $CHUNK; echo; } | while IFS= read -r chunk; do
+        [[ -n $chunk ]] || continue
         echo "BENCH $1 $2 $i $chunk"
         i=$((i + 1))
     done
