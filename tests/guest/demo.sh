@@ -25,6 +25,10 @@ for dev in /dev/rpmem0 /dev/rnvme0n1; do
     fio --name=demo-read --filename=$dev --direct=1 --ioengine=io_uring --iodepth=16 --rw=randread \
         --bs=4k --size=64m --runtime=5 --time_based --numjobs=2 --group_reporting | grep -E 'IOPS|ctx|lat \('
 done
+if [[ -r /sys/kernel/debug/rust_nvme_mq/rnvme0/queues ]]; then
+    banner "rust_nvme_mq per-queue counters (debugfs)"
+    cat /sys/kernel/debug/rust_nvme_mq/rnvme0/queues
+fi
 banner "done"
 unload_module rust_nvme_mq
 unload_module rust_pmem
