@@ -154,6 +154,22 @@ test_no_overflow() {
     unload_nvme
 }
 
+test_nr_io_queues() {
+    # Fewer queues than CPUs: CPUs share queues, blk-mq still has one context per CPU.
+    dmesg -c >/dev/null
+    load_nvme nr_io_queues=2 io_queue_depth=8
+    dmesg | grep -q "2 I/O queues of 8 entries" || { dmesg | grep rnvme; fail "not 2 queues of 8"; }
+    expect_eq "I/O queues" "$(grep -cE '^[0-9]' "$STATS")" 2
+    expect_eq "blk-mq contexts" "$(ls /sys/block/rnvme0n1/mq | wc -l)" "$NCPU"
+    fio --name=nq --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 --rw=randwrite \
+        --bs=4k --size=16m --offset_increment=16m --numjobs=$NCPU --cpus_allowed=0-$((NCPU - 1)) \
+        --cpus_allowed_policy=split --verify=crc32c --verify_fatal=1 --do_verify=1 \
+        --output-format=terse >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio"; }
+    cat "$STATS"
+    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    unload_nvme
+}
+
 test_depth_above_mqes() {
     dmesg -c >/dev/null
     if insmod "$MODDIR/rust_nvme_mq.ko" io_queue_depth=65536 2>/tmp/err; then
@@ -231,6 +247,7 @@ t nvme_ext4_fsck_checksums test_ext4
 t nvme_discard_write_zeroes test_discard_write_zeroes
 t nvme_overflow_tiny_queues test_overflow
 t nvme_no_overflow_when_off test_no_overflow
+t nvme_nr_io_queues_2 test_nr_io_queues
 t nvme_depth_above_mqes_rejected test_depth_above_mqes
 t nvme_rmmod_under_load_refused test_rmmod_under_load
 t nvme_unbind_under_load_clean test_unbind_under_load
