@@ -37,19 +37,6 @@ fill() {
         --bs=64k --size=100% --output-format=terse >/dev/null
 }
 
-# emit CONFIG ROUND JSON: the console splits long lines, so send the fio JSON in numbered
-# chunks "BENCH <config> <round> <chunk#> <text>"; the host joins them.
-CHUNK=900
-emit() {
-    local i=0 chunk
-    # The final newline makes `read` see the last chunk too.
-    { printf '%s' "$3" | tr -d '\n' | tr -s ' ' | fold -w $CHUNK; echo; } | while IFS= read -r chunk; do
-        [[ -n $chunk ]] || continue
-        echo "BENCH $1 $2 $i $chunk"
-        i=$((i + 1))
-    done
-}
-
 load_rust_pmem
 PMEM_BYTES=$(bytes_of rpmem0)
 echo "bench: filling the persistent memory ($((PMEM_BYTES >> 20)) MiB) once by randwrite" >&2

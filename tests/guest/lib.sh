@@ -54,3 +54,16 @@ BAD_KMSG='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid co
 kernel_clean() {
     if dmesg | grep -E "$BAD_KMSG"; then fail "kernel reported problems (above)"; fi
 }
+
+# emit CONFIG ROUND JSON: the console splits long lines, so send the fio JSON in numbered
+# chunks "BENCH <config> <round> <chunk#> <text>"; the host joins them.
+CHUNK=900
+emit() {
+    local i=0 chunk
+    # The final newline makes `read` see the last chunk too.
+    { printf '%s' "$3" | tr -d '\n' | tr -s ' ' | fold -w $CHUNK; echo; } | while IFS= read -r chunk; do
+        [[ -n $chunk ]] || continue
+        echo "BENCH $1 $2 $i $chunk"
+        i=$((i + 1))
+    done
+}
