@@ -49,7 +49,8 @@ Images are created (sparse, truncate) when missing and KEPT across boots, so dat
 be tested; an existing image smaller than the requested size is grown (data kept), a larger one is
 used as is. Delete the file to start from zeros. The NVDIMM image is flock'ed while QEMU runs, so
 two runs cannot share one by accident. Environment: RBLK_IMAGES (image dir, default
-/var/tmp/rust-blk-images), RBLK_ACCEL=kvm, RBLK_QEMU (QEMU binary).
+/var/tmp/rust-blk-images), RBLK_ACCEL=kvm, RBLK_CPU (TCG CPU model, default max),
+RBLK_QEMU (QEMU binary).
 With a terminal on stdin it is handed to the guest console (Ctrl-A X quits QEMU).
 USAGE
 }
@@ -108,7 +109,7 @@ prepare_image() {
     fi
 }
 
-ACCEL=(-accel tcg -cpu max)
+ACCEL=(-accel tcg -cpu "${RBLK_CPU:-max}")
 [[ "${RBLK_ACCEL:-tcg}" == kvm ]] && ACCEL=(-accel kvm -cpu host)
 QEMU=("$QEMU_BIN" "${ACCEL[@]}" -machine "pc,nvdimm=on" -smp "$SMP"
       -nodefaults -display none -serial mon:stdio -net none -no-reboot
