@@ -53,7 +53,7 @@
 use kernel::{
     block::mq::{
         gen_disk::{GenDisk, GenDiskBuilder},
-        Command, MappedSegment, Operations, Request, TagSet,
+        Command, MappedSegment, Operations, Request, TagSet, TimeoutReturn,
     },
     cpu::CpuId,
     debugfs,
@@ -69,7 +69,7 @@ use kernel::{
     sync::{
         aref::ARef,
         atomic::{Atomic, Relaxed},
-        new_spinlock_irq, Arc, ArcBorrow, SpinLockIrq,
+        new_mutex, new_spinlock_irq, Arc, ArcBorrow, Mutex, SpinLockIrq,
     },
     time::{delay::fsleep, Delta},
 };
@@ -186,6 +186,7 @@ mod cmd {
 
     // Admin opcodes.
     pub(crate) const ADMIN_CREATE_SQ: u8 = 0x01;
+    pub(crate) const ADMIN_ABORT: u8 = 0x08;
     pub(crate) const ADMIN_CREATE_CQ: u8 = 0x05;
     pub(crate) const ADMIN_IDENTIFY: u8 = 0x06;
     pub(crate) const ADMIN_SET_FEATURES: u8 = 0x09;
@@ -446,6 +447,71 @@ fn build_prps(
     })
 }
 
+/// Program the admin queue and enable the controller (NVM command set, 4 KiB pages, 64/16 byte
+/// entries); wait for CSTS.RDY within CAP.TO. `EIO` means CSTS.CFS, `ETIMEDOUT` the timeout.
+fn enable_controller(regs: &Regs, admin: &AdminQueue, cap: u64) -> Result {
+    let aqa = u32::from(ADMIN_DEPTH - 1) | (u32::from(ADMIN_DEPTH - 1) << 16);
+    regs.write32(regs::AQA, aqa);
+    regs.write64(regs::ASQ, admin.sq.dma_address());
+    regs.write64(regs::ACQ, admin.cq.dma_address());
+    regs.write32(
+        regs::CC,
+        regs::CC_EN
+            | regs::CC_CSS_NVM
+            | regs::CC_MPS_4K
+            | regs::CC_AMS_RR
+            | regs::CC_IOSQES
+            | regs::CC_IOCQES,
+    );
+    regs.wait_ready(true, regs::cap_timeout_ms(cap))
+}
+
+/// Ask for `want` I/O queue pairs; returns how many the controller grants (at most `want`).
+fn set_queue_count(admin: &mut AdminQueue, regs: &Regs, want: u32) -> Result<u32> {
+    let granted = admin.run(
+        regs,
+        Sqe::new(cmd::ADMIN_SET_FEATURES, 0)
+            .cdw(10, cmd::FEAT_NUM_QUEUES)
+            .cdw(11, (want - 1) | ((want - 1) << 16)),
+    )?;
+    Ok(want.min((granted & 0xffff) + 1).min((granted >> 16) + 1))
+}
+
+/// Create the completion and submission queue of every I/O queue on the controller.
+fn create_io_queues(
+    admin: &mut AdminQueue,
+    regs: &Regs,
+    queues: &[Arc<IoQueue>],
+    nr_vectors: usize,
+) -> Result {
+    for (i, q) in queues.iter().enumerate() {
+        let size = u32::from(q.depth - 1) << 16;
+        let vector = u32::try_from(queue_vector(i, nr_vectors))?;
+        admin
+            .run(
+                regs,
+                Sqe::new(cmd::ADMIN_CREATE_CQ, 0)
+                    .prps(q.cq.dma_address(), 0)
+                    .cdw(10, u32::from(q.qid) | size)
+                    .cdw(
+                        11,
+                        cmd::QUEUE_PHYS_CONTIG | cmd::CQ_IRQ_ENABLED | (vector << 16),
+                    ),
+            )
+            .inspect_err(|e| pr_err!("creating I/O CQ {} failed: {:?}\n", q.qid, e))?;
+        admin
+            .run(
+                regs,
+                Sqe::new(cmd::ADMIN_CREATE_SQ, 0)
+                    .prps(q.sq.dma_address(), 0)
+                    .cdw(10, u32::from(q.qid) | size)
+                    .cdw(11, cmd::QUEUE_PHYS_CONTIG | (u32::from(q.qid) << 16)),
+            )
+            .inspect_err(|e| pr_err!("creating I/O SQ {} failed: {:?}\n", q.qid, e))?;
+    }
+    Ok(())
+}
+
 /// Access to the controller's registers and doorbells, shared with the queues.
 struct Regs {
     bar: pci::DevresBar<{ regs::SIZE }>,
@@ -532,6 +598,16 @@ impl AdminQueue {
             phase: true,
             next_cid: 0,
         })
+    }
+
+    /// Start afresh after a controller reset: empty queues, phase 1.
+    fn clear(&mut self) {
+        for i in 0..usize::from(ADMIN_DEPTH) * cmd::CQE_DWORDS {
+            io_write!(self.cq, [panic: i], 0u32);
+        }
+        self.tail = 0;
+        self.head = 0;
+        self.phase = true;
     }
 
     /// Run `sqe` and wait for its completion; returns dword 0 of the completion.
@@ -656,6 +732,8 @@ impl QueueStats {
 struct Slot {
     rq: Option<ARef<Request<NvmeOps>>>,
     maps: KVec<MappedSegment>,
+    /// The command timed out and an Abort was sent for it.
+    aborted: bool,
 }
 
 /// The mutable state of an I/O queue pair.
@@ -666,6 +744,8 @@ struct QueueState {
     /// Command ids not in flight; at most `depth - 1`, so the queues never overrun.
     free: KVec<u16>,
     slots: KVec<Slot>,
+    /// False while the controller is being reset.
+    accepting: bool,
 }
 
 /// Why a submission did not happen.
@@ -711,6 +791,7 @@ impl IoQueue {
                 Slot {
                     rq: None,
                     maps: KVec::with_capacity(MAX_SEGMENTS, GFP_KERNEL)?,
+                    aborted: false,
                 },
                 GFP_KERNEL,
             )?;
@@ -734,6 +815,7 @@ impl IoQueue {
                     phase: true,
                     free,
                     slots,
+                    accepting: true,
                 }),
                 stats: QueueStats::new(),
             }? Error),
@@ -808,9 +890,17 @@ impl IoQueue {
     }
 
     /// Submit `rq` to this queue if it has a free slot.
-    fn submit(&self, ns: &Namespace, rq: ARef<Request<NvmeOps>>) -> Result<(), SubmitError> {
+    fn submit(
+        &self,
+        ns: &Namespace,
+        rq: ARef<Request<NvmeOps>>,
+        lose: bool,
+    ) -> Result<(), SubmitError> {
         let mut guard = self.state.lock();
         let st = &mut *guard;
+        if !st.accepting {
+            return Err(SubmitError::Failed(ENOMEM));
+        }
         let Some(cid) = st.free.pop() else {
             self.stats.full.add(1, Relaxed);
             return Err(SubmitError::Full(rq));
@@ -825,6 +915,15 @@ impl IoQueue {
             }
         };
         slot.rq = Some(rq);
+        if lose {
+            pr_warn!(
+                "queue {}: losing command {} (fault injection)\n",
+                self.qid,
+                cid
+            );
+            self.stats.submitted.add(1, Relaxed);
+            return Ok(());
+        }
         sqe.set_cid(cid);
         let base = usize::from(st.sq_tail) * cmd::SQE_DWORDS;
         for (i, dw) in sqe.0.iter().enumerate() {
@@ -865,6 +964,7 @@ impl IoQueue {
                     };
                     // Unmap before the request ends and the block layer may free the pages.
                     slot.maps.clear();
+                    slot.aborted = false;
                     if let Some(rq) = slot.rq.take() {
                         done[n] = Some((rq, status_to_result(dw3 >> cmd::CQE_STATUS_SHIFT)));
                         n += 1;
@@ -887,6 +987,42 @@ impl IoQueue {
                 return any;
             }
         }
+    }
+
+    /// With the controller disabled: end every request in the queue with an I/O error and
+    /// start the queue pair afresh (empty, tail and head 0, phase 1). Returns how many
+    /// requests were failed.
+    fn fail_all_and_clear(&self) -> usize {
+        let mut failed = 0;
+        for cid in 0..usize::from(self.depth - 1) {
+            let rq = {
+                let mut guard = self.state.lock();
+                let st = &mut *guard;
+                let Some(slot) = st.slots.get_mut(cid) else {
+                    break;
+                };
+                slot.maps.clear();
+                slot.aborted = false;
+                let rq = slot.rq.take();
+                if rq.is_some() {
+                    let _ = st.free.push(cid as u16, GFP_ATOMIC);
+                }
+                rq
+            };
+            if let Some(rq) = rq {
+                failed += 1;
+                self.stats.completed.add(1, Relaxed);
+                let _ = Request::end(rq, Err(EIO));
+            }
+        }
+        let mut st = self.state.lock();
+        for i in 0..usize::from(self.depth) * cmd::CQE_DWORDS {
+            io_write!(self.cq, [panic: i], 0u32);
+        }
+        st.sq_tail = 0;
+        st.cq_head = 0;
+        st.phase = true;
+        failed
     }
 
     fn in_flight(&self) -> usize {
@@ -923,13 +1059,115 @@ fn queue_vector(index: usize, nr_vectors: usize) -> usize {
     }
 }
 
+/// Controller states, in `Ctrl::dead`.
+const LIVE: i32 = 0;
+const RESETTING: i32 = 1;
+const DEAD: i32 = 2;
+
 /// What all namespaces of a controller share.
+#[pin_data]
 struct Ctrl {
     index: u32,
     queues: KVec<Arc<IoQueue>>,
     overflow: bool,
     /// The home queue of each CPU: the one whose interrupt is delivered to that CPU.
     home: KVec<u16>,
+    regs: Arc<Regs>,
+    cap: u64,
+    /// The admin queue, for Identify at probe and Abort on timeouts.
+    #[pin]
+    admin: Mutex<AdminQueue>,
+    /// `LIVE`, `RESETTING` (submissions are retried later) or `DEAD` (they fail).
+    dead: Atomic<i32>,
+    /// Queue pairs asked for at probe, and MSI-X vectors granted: needed again by a reset.
+    want_queues: u32,
+    nr_vectors: usize,
+    /// Fault injection (debugfs `lose_commands`): this many next commands are kept in their
+    /// slot but never given to the controller, as if the device lost them.
+    lose: Atomic<u32>,
+}
+
+impl Ctrl {
+    /// Whether to lose the next command (fault injection).
+    fn take_lose(&self) -> bool {
+        let mut n = self.lose.load(Relaxed);
+        while n > 0 {
+            match self.lose.cmpxchg(n, n - 1, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => n = now,
+            }
+        }
+        false
+    }
+
+    /// Find the command of `rq`: its queue index and command id, and whether it had already
+    /// been aborted (the flag is set now).
+    fn find_and_mark(&self, rq: &Request<NvmeOps>) -> Option<(usize, u16, bool)> {
+        for (qi, q) in self.queues.iter().enumerate() {
+            let mut st = q.state.lock();
+            for (cid, slot) in st.slots.iter_mut().enumerate() {
+                if slot.rq.as_ref().is_some_and(|r| core::ptr::eq(&**r, rq)) {
+                    let was = slot.aborted;
+                    slot.aborted = true;
+                    return Some((qi, cid as u16, was));
+                }
+            }
+        }
+        None
+    }
+
+    /// Reset the controller: disable it (it then no longer touches memory), end every request
+    /// it held with an I/O error, then enable it again and recreate the I/O queues. While this
+    /// runs, submissions are turned away with `BLK_STS_RESOURCE` and retried by blk-mq. If the
+    /// controller does not come back, it is left disabled and every later request fails.
+    fn reset(&self) {
+        let mut admin = self.admin.lock();
+        if self.dead.cmpxchg(LIVE, RESETTING, Relaxed).is_err() {
+            return;
+        }
+        for q in self.queues.iter() {
+            q.state.lock().accepting = false;
+        }
+        let cc = self.regs.read32(regs::CC);
+        self.regs.write32(regs::CC, cc & !regs::CC_EN);
+        let _ = self.regs.wait_ready(false, regs::cap_timeout_ms(self.cap));
+        let mut failed = 0;
+        for q in self.queues.iter() {
+            failed += q.fail_all_and_clear();
+        }
+        admin.clear();
+        let result = enable_controller(&self.regs, &admin, self.cap)
+            .and_then(|()| set_queue_count(&mut admin, &self.regs, self.want_queues))
+            .and_then(|granted| {
+                if (granted as usize) < self.queues.len() {
+                    return Err(ENODEV);
+                }
+                create_io_queues(&mut admin, &self.regs, &self.queues, self.nr_vectors)
+            });
+        match result {
+            Ok(()) => {
+                for q in self.queues.iter() {
+                    q.state.lock().accepting = true;
+                }
+                self.dead.store(LIVE, Relaxed);
+                pr_info!(
+                    "rnvme{}: controller reset done, {} requests failed\n",
+                    self.index,
+                    failed
+                );
+            }
+            Err(e) => {
+                self.dead.store(DEAD, Relaxed);
+                let cc = self.regs.read32(regs::CC);
+                self.regs.write32(regs::CC, cc & !regs::CC_EN);
+                pr_err!(
+                    "rnvme{}: controller reset failed ({:?}): disabled, all I/O fails\n",
+                    self.index,
+                    e
+                );
+            }
+        }
+    }
 }
 
 /// One namespace: the queue data of its disk.
@@ -948,6 +1186,12 @@ impl Operations for NvmeOps {
 
     fn queue_rq(ns: ArcBorrow<'_, Namespace>, rq: ARef<Request<Self>>, _is_last: bool) -> Result {
         let ctrl = &ns.ctrl;
+        match ctrl.dead.load(Relaxed) {
+            LIVE => {}
+            // Retried by blk-mq a few milliseconds later.
+            RESETTING => return Err(ENOMEM),
+            _ => return Err(EIO),
+        }
         let nr_queues = ctrl.queues.len();
         let cpu = CpuId::current().as_u32() as usize;
         let home = ctrl
@@ -955,9 +1199,10 @@ impl Operations for NvmeOps {
             .get(cpu)
             .map_or(cpu % nr_queues, |&q| usize::from(q));
         let mut rq = rq;
+        let lose = ctrl.take_lose();
         for qi in queue_order(home, nr_queues, ctrl.overflow) {
             let queue = &ctrl.queues[qi];
-            match queue.submit(&ns, rq) {
+            match queue.submit(&ns, rq, lose) {
                 Ok(()) => {
                     if qi != home {
                         ctrl.queues[home].stats.overflow_out.add(1, Relaxed);
@@ -974,6 +1219,40 @@ impl Operations for NvmeOps {
     }
 
     fn commit_rqs(_ns: ArcBorrow<'_, Namespace>) {}
+
+    /// A command timed out: send an Abort for it (it then completes with an error, or
+    /// normally if it was only slow), and give it one more timeout. If it times out again, or
+    /// the Abort itself fails, the controller is disabled and every request failed.
+    fn timeout(ns: ArcBorrow<'_, Namespace>, rq: &Request<Self>) -> TimeoutReturn {
+        let ctrl = &ns.ctrl;
+        let Some((qi, cid, aborted_before)) = ctrl.find_and_mark(rq) else {
+            // Completed meanwhile.
+            return TimeoutReturn::ResetTimer;
+        };
+        let qid = ctrl.queues[qi].qid;
+        if !aborted_before {
+            pr_warn!(
+                "rnvme{}: command {} on queue {} timed out, aborting\n",
+                ctrl.index,
+                cid,
+                qid
+            );
+            let abort =
+                Sqe::new(cmd::ADMIN_ABORT, 0).cdw(10, u32::from(qid) | (u32::from(cid) << 16));
+            match ctrl.admin.lock().run(&ctrl.regs, abort) {
+                Ok(_) => return TimeoutReturn::ResetTimer,
+                Err(e) => pr_err!("rnvme{}: abort failed: {:?}\n", ctrl.index, e),
+            }
+        }
+        pr_err!(
+            "rnvme{}: command {} on queue {} not completed after an abort: resetting the controller\n",
+            ctrl.index,
+            cid,
+            qid
+        );
+        ctrl.reset();
+        TimeoutReturn::Done
+    }
 
     fn complete(rq: ARef<Request<Self>>) {
         // Requests are ended from the interrupt handler; nothing is completed through here.
@@ -1008,6 +1287,21 @@ impl core::fmt::Debug for StatsFile {
     }
 }
 
+/// The fault injection knob, as a debugfs file.
+struct LoseFile(Arc<Ctrl>);
+
+impl core::fmt::Debug for LoseFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        writeln!(f, "{}", self.0.lose.load(Relaxed))
+    }
+}
+
+impl debugfs::Reader for LoseFile {
+    fn read_from_slice(&self, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
+        self.0.lose.read_from_slice(reader)
+    }
+}
+
 /// Shuts the controller down when dropped (probe failure or removal), before the queue
 /// memory it may write to is freed.
 struct Enabled {
@@ -1019,7 +1313,8 @@ impl Drop for Enabled {
     fn drop(&mut self) {
         let regs = &self.regs;
         let cc = regs.read32(regs::CC);
-        if cc == regs::CSTS_GONE {
+        if cc == regs::CSTS_GONE || cc & regs::CC_EN == 0 {
+            // Gone, or already disabled after a failed abort.
             return;
         }
         regs.write32(regs::CC, (cc & !regs::CC_SHN_MASK) | regs::CC_SHN_NORMAL);
@@ -1045,9 +1340,9 @@ impl Drop for Enabled {
 struct NvmeDevice<'bound> {
     disks: KVec<GenDisk<NvmeOps>>,
     _stats_file: Option<Pin<KBox<debugfs::File<StatsFile>>>>,
+    _lose_file: Option<Pin<KBox<debugfs::File<LoseFile>>>>,
     _debugfs: debugfs::Dir,
     enabled: Option<Enabled>,
-    _admin: AdminQueue,
     _irqs: pci::IrqHandlers<'bound, CqIrq>,
     ctrl: Arc<Ctrl>,
     _index: CtrlIndex,
@@ -1132,26 +1427,14 @@ impl<'bound> NvmeDevice<'bound> {
 
         // Admin queue, enable.
         let mut admin = AdminQueue::new(dev)?;
-        let aqa = u32::from(ADMIN_DEPTH - 1) | (u32::from(ADMIN_DEPTH - 1) << 16);
-        regs.write32(regs::AQA, aqa);
-        regs.write64(regs::ASQ, admin.sq.dma_address());
-        regs.write64(regs::ACQ, admin.cq.dma_address());
-        regs.write32(
-            regs::CC,
-            regs::CC_EN
-                | regs::CC_CSS_NVM
-                | regs::CC_MPS_4K
-                | regs::CC_AMS_RR
-                | regs::CC_IOSQES
-                | regs::CC_IOCQES,
-        );
+        let enable = enable_controller(&regs, &admin, cap);
         // From here on, dropping `enabled` shuts the controller down before the queue memory
         // declared earlier is freed.
         let enabled = Enabled {
             regs: regs.clone(),
             cap,
         };
-        if let Err(e) = regs.wait_ready(true, timeout_ms) {
+        if let Err(e) = enable {
             let csts = regs.read32(regs::CSTS);
             if e == EIO {
                 dev_err!(
@@ -1189,13 +1472,7 @@ impl<'bound> NvmeDevice<'bound> {
             n => n,
         }
         .clamp(1, 65535);
-        let granted = admin.run(
-            &regs,
-            Sqe::new(cmd::ADMIN_SET_FEATURES, 0)
-                .cdw(10, cmd::FEAT_NUM_QUEUES)
-                .cdw(11, (want - 1) | ((want - 1) << 16)),
-        )?;
-        let nr_queues = want.min((granted & 0xffff) + 1).min((granted >> 16) + 1) as usize;
+        let nr_queues = set_queue_count(&mut admin, &regs, want)? as usize;
         let mut queues = KVec::with_capacity(nr_queues, GFP_KERNEL)?;
         for i in 0..nr_queues {
             let qid = u16::try_from(i + 1)?;
@@ -1223,31 +1500,7 @@ impl<'bound> NvmeDevice<'bound> {
         )?;
         let nr_vectors = irqs.len();
 
-        for (i, q) in queues.iter().enumerate() {
-            let size = u32::from(depth - 1) << 16;
-            let vector = u32::try_from(queue_vector(i, nr_vectors))?;
-            admin
-                .run(
-                    &regs,
-                    Sqe::new(cmd::ADMIN_CREATE_CQ, 0)
-                        .prps(q.cq.dma_address(), 0)
-                        .cdw(10, u32::from(q.qid) | size)
-                        .cdw(
-                            11,
-                            cmd::QUEUE_PHYS_CONTIG | cmd::CQ_IRQ_ENABLED | (vector << 16),
-                        ),
-                )
-                .inspect_err(|e| dev_err!(pdev, "creating I/O CQ {} failed: {:?}\n", q.qid, e))?;
-            admin
-                .run(
-                    &regs,
-                    Sqe::new(cmd::ADMIN_CREATE_SQ, 0)
-                        .prps(q.sq.dma_address(), 0)
-                        .cdw(10, u32::from(q.qid) | size)
-                        .cdw(11, cmd::QUEUE_PHYS_CONTIG | (u32::from(q.qid) << 16)),
-                )
-                .inspect_err(|e| dev_err!(pdev, "creating I/O SQ {} failed: {:?}\n", q.qid, e))?;
-        }
+        create_io_queues(&mut admin, &regs, &queues, nr_vectors)?;
 
         let ctrl_index = CtrlIndex(take_ctrl_index()?);
         let index = ctrl_index.0;
@@ -1281,13 +1534,21 @@ impl<'bound> NvmeDevice<'bound> {
             home.push(u16::try_from(q)?, GFP_KERNEL)?;
         }
 
-        let ctrl = Arc::new(
-            Ctrl {
+        let ctrl_regs = regs.clone();
+        let ctrl: Arc<Ctrl> = Arc::pin_init(
+            try_pin_init!(Ctrl {
                 index,
                 queues,
                 overflow,
                 home,
-            },
+                regs: ctrl_regs,
+                cap,
+                admin <- new_mutex!(admin),
+                dead: Atomic::new(LIVE),
+                want_queues: want,
+                nr_vectors,
+                lose: Atomic::new(0),
+            }? Error),
             GFP_KERNEL,
         )?;
 
@@ -1299,14 +1560,20 @@ impl<'bound> NvmeDevice<'bound> {
         )?;
 
         // Namespaces.
-        let list = admin.identify(&regs, dev, 0, cmd::CNS_ACTIVE_NS_LIST)?;
+        let list = ctrl
+            .admin
+            .lock()
+            .identify(&regs, dev, 0, cmd::CNS_ACTIVE_NS_LIST)?;
         let mut disks = KVec::new();
         for nsid in list
             .chunks_exact(4)
             .map(|c| le32(c, 0))
             .take_while(|&n| n != 0)
         {
-            let idns = admin.identify(&regs, dev, nsid, cmd::CNS_NAMESPACE)?;
+            let idns = ctrl
+                .admin
+                .lock()
+                .identify(&regs, dev, nsid, cmd::CNS_NAMESPACE)?;
             let nsze = le64(&idns, cmd::ID_NS_NSZE);
             let format = usize::from(idns[cmd::ID_NS_FLBAS] & 0xf);
             let lbaf = le32(&idns, cmd::ID_NS_LBAF + 4 * format);
@@ -1392,12 +1659,18 @@ impl<'bound> NvmeDevice<'bound> {
         )
         .ok();
 
+        let lose_file = KBox::pin_init(
+            sub.read_write_file(c"lose_commands", Ok::<_, Error>(LoseFile(ctrl.clone()))),
+            GFP_KERNEL,
+        )
+        .ok();
+
         Ok(Self {
             disks,
             _stats_file: stats_file,
+            _lose_file: lose_file,
             _debugfs: sub,
             enabled: Some(enabled),
-            _admin: admin,
             _irqs: irqs,
             ctrl,
             _index: ctrl_index,
