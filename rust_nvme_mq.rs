@@ -46,9 +46,18 @@
 //! deallocate) and write-zeroes are passed to the device when it supports them. Completion
 //! status codes are mapped to block errors like the C driver does.
 //!
-//! Not implemented: command timeouts (no abort/reset; blk-mq's default timer only re-arms),
-//! metadata/protection information, namespaces with LBA formats that carry metadata,
-//! controller reset after a fatal status, polled queues.
+//! # Timeouts
+//!
+//! A command that exceeds the queue's `io_timeout` gets an Abort and one more timeout; if it
+//! is still not done, the controller is reset: submissions are retried later meanwhile, the
+//! controller is disabled, every request it held fails with an I/O error, then the admin
+//! queue, the queue count and the I/O queue pairs are set up again. A controller that does
+//! not come back stays disabled and requests fail at once. `lose_commands` in debugfs injects
+//! lost commands to test this.
+//!
+//! Not implemented: metadata/protection information, namespaces with LBA formats that carry
+//! metadata, requeueing the requests a reset failed, reset on CSTS.CFS outside a timeout,
+//! polled queues.
 
 use kernel::{
     block::mq::{
