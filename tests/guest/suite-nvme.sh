@@ -194,6 +194,7 @@ test_rmmod_under_load() {
     wait $pid || { cat /tmp/fio.out; fail "fio failed while rmmod was refused"; }
     unload_nvme
     dmesg | grep -E "rnvme0 queue 1: submitted" || fail "no counters printed at removal"
+    if dmesg | grep "controller shutdown timed out"; then fail "CC.SHN shutdown did not complete"; fi
 }
 
 test_unbind_under_load() {
