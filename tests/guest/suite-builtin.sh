@@ -14,4 +14,12 @@ test_builtin() {
         --bs=4k --size=32m --verify=crc32c --verify_fatal=1 --output-format=terse >/dev/null
     kernel_clean
 }
+test_builtin_nvme() {
+    wait_dev /dev/rnvme0n1
+    [[ ! -e /sys/module/rust_nvme_mq/refcnt ]] || fail "rust_nvme_mq is a loadable module"
+    fio --name=builtin --filename=/dev/rnvme0n1 --direct=1 --ioengine=io_uring --rw=randwrite \
+        --bs=4k --size=32m --verify=crc32c --verify_fatal=1 --output-format=terse >/dev/null
+    kernel_clean
+}
 t builtin_kernel_boots_with_drivers test_builtin
+t builtin_nvme_binds_and_verifies test_builtin_nvme
