@@ -31,7 +31,7 @@ finish() {
 }
 
 start=$(date +%s)
-if "$TOP/scripts/prepare.sh" 2>&1 | tee "$LOGS/prepare.log" | grep -E '^prepare:' >&2; then
+if "$TOP/scripts/prepare.sh" 2>&1 | tee "$LOGS/prepare.log" | grep --line-buffered -E '^prepare:' >&2; then
     result PASS build_kernels_and_modules
 else
     tail -n 30 "$LOGS/prepare.log"
