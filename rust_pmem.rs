@@ -45,8 +45,11 @@ const SECTOR_SIZE: u64 = 512;
 const LOGICAL_BLOCK_SIZE: u32 = 512;
 /// Physical block size: writes are atomic per 8 bytes, but a page is the natural unit.
 const PHYSICAL_BLOCK_SIZE: u32 = 4096;
-/// Tags per hardware queue; requests complete synchronously, so few are in flight.
-const QUEUE_DEPTH: u32 = 64;
+/// Tags per hardware queue. Requests complete inside `queue_rq`, but a plugged batch (io_uring
+/// submits a whole ring at once) holds one tag per request until it is dispatched, and a
+/// `REQ_NOWAIT` submission that finds no free tag fails with `EAGAIN` (io_uring then punts it to
+/// a worker thread): leave room for several deep submitters per CPU.
+const QUEUE_DEPTH: u32 = 256;
 /// Largest discard or write-zeroes request: bounds the time one request zeroes memory.
 const MAX_ZERO_SECTORS: u32 = 1 << 16;
 
