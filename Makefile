@@ -7,13 +7,16 @@
 #   make test       run the tests (PASS/FAIL per test, then "N passed, N failed")
 #   make bench      run the benchmarks (results/bench.json, results/*.png)
 #   make kernel     build (or incrementally rebuild) the kernel only
-#   make rustfmt    format the drivers; CLIPPY=1 make runs clippy
+#   make rustfmt    format the drivers (rustfmtcheck: check only); CLIPPY=1 make runs clippy
 
 KDIR ?= $(shell scripts/build-kernel.sh --print-dir 2>/dev/null)
 LLVM ?= -19
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all modules kernel run test bench rustfmt clean
+.PHONY: all modules kernel run test bench rustfmt rustfmtcheck clean
+
+# Kbuild's rustfmt target does not take M=, so format the drivers with the kernel's settings.
+RUSTFMT_ARGS = --edition 2021 --config-path $(KDIR)/source/.rustfmt.toml rust_pmem.rs rust_nvme_mq.rs
 
 all: modules
 
@@ -34,7 +37,10 @@ bench:
 	scripts/run-bench.sh
 
 rustfmt:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) rustfmt
+	rustfmt $(RUSTFMT_ARGS)
+
+rustfmtcheck:
+	rustfmt --check $(RUSTFMT_ARGS)
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
