@@ -10,15 +10,13 @@ test_builtin() {
     expect_eq "nowait from the command line" "$(param rust_pmem nowait)" Y
     [[ -d /sys/module/rust_nvme_mq ]] || fail "rust_nvme_mq is not in the kernel"
     $TOOLS/nowait_read /dev/rpmem0 >/dev/null || fail "RWF_NOWAIT read refused"
-    fio --name=builtin --filename=/dev/rpmem0 --direct=1 --ioengine=io_uring --rw=randwrite \
-        --bs=4k --size=32m --verify=crc32c --verify_fatal=1 --output-format=terse >/dev/null
+    fio_verify /dev/rpmem0 --size=32m
     kernel_clean
 }
 test_builtin_nvme() {
     wait_dev /dev/rnvme0n1
     [[ ! -e /sys/module/rust_nvme_mq/refcnt ]] || fail "rust_nvme_mq is a loadable module"
-    fio --name=builtin --filename=/dev/rnvme0n1 --direct=1 --ioengine=io_uring --rw=randwrite \
-        --bs=4k --size=32m --verify=crc32c --verify_fatal=1 --output-format=terse >/dev/null
+    fio_verify /dev/rnvme0n1 --size=32m
     kernel_clean
 }
 t builtin_kernel_boots_with_drivers test_builtin

@@ -1,46 +1,33 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Persistence across a guest reboot: "write" in one boot, "check" in the next (same NVDIMM file).
+# Persistence across a guest reboot: "write" in one boot, "check" in the next (same NVDIMM and
+# NVMe image files). For NVMe, rmmod shuts the controller down with CC.SHN before power-off.
 source /tests/lib.sh
 PHASE=$1
-# Same job and seed in both boots, so fio can verify in the second what the first wrote.
-JOB=(--name=persist --filename=/dev/rpmem0 --direct=1 --ioengine=psync --rw=write --bs=64k
-     --size=100% --verify=crc32c --verify_fatal=1 --randseed=4242 --output-format=terse)
 
-test_write() {
-    load_rust_pmem
-    fio "${JOB[@]}" --do_verify=0 >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio write"; }
-    unload_module rust_pmem
+# persist MODULE DEVICE SEED write|check: write the whole device with checksummed blocks, or
+# verify what the previous boot wrote (same job and seed, so fio recomputes the same data).
+persist() {
+    local module=$1 dev=$2 seed=$3 phase=$4 mode
+    local job=(--name=persist --filename="$dev" --direct=1 --ioengine=psync --rw=write --bs=64k
+               --size=100% --verify=crc32c --verify_fatal=1 --randseed="$seed" --output-format=terse)
+    case $phase in
+        write) mode=--do_verify=0 ;;
+        check) mode=--verify_only=1 ;;
+    esac
+    insmod "$MODDIR/$module.ko"
+    wait_dev "$dev"
+    fio "${job[@]}" "$mode" >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio $phase on $dev"; }
+    unload_module "$module"
+    [[ $phase == write ]] || kernel_clean
 }
-test_check() {
-    load_rust_pmem
-    fio "${JOB[@]}" --verify_only=1 >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "contents changed across reboot"; }
-    unload_module rust_pmem
-    kernel_clean
-}
-# The same for the NVMe namespace through rust_nvme_mq (rmmod shuts the controller down with
-# CC.SHN before the guest powers off).
-NVME_JOB=(--name=persist --filename=/dev/rnvme0n1 --direct=1 --ioengine=psync --rw=write
-          --bs=64k --size=100% --verify=crc32c --verify_fatal=1 --randseed=4343 --output-format=terse)
-test_nvme_write() {
-    insmod $MODDIR/rust_nvme_mq.ko
-    wait_dev /dev/rnvme0n1
-    fio "${NVME_JOB[@]}" --do_verify=0 >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio write"; }
-    unload_module rust_nvme_mq
-}
-test_nvme_check() {
-    insmod $MODDIR/rust_nvme_mq.ko
-    wait_dev /dev/rnvme0n1
-    fio "${NVME_JOB[@]}" --verify_only=1 >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "contents changed across reboot"; }
-    unload_module rust_nvme_mq
-    kernel_clean
-}
+
 case "$PHASE" in
     write)
-        t pmem_persist_reboot_write test_write
-        t nvme_persist_reboot_write test_nvme_write ;;
+        t pmem_persist_reboot_write persist rust_pmem /dev/rpmem0 4242 write
+        t nvme_persist_reboot_write persist rust_nvme_mq /dev/rnvme0n1 4343 write ;;
     check)
-        t pmem_contents_survive_reboot test_check
-        t nvme_contents_survive_reboot test_nvme_check ;;
+        t pmem_contents_survive_reboot persist rust_pmem /dev/rpmem0 4242 check
+        t nvme_contents_survive_reboot persist rust_nvme_mq /dev/rnvme0n1 4343 check ;;
     *) echo "usage: $0 write|check"; exit 2 ;;
 esac
