@@ -47,8 +47,7 @@ build_dir() { # VERSION
     echo "$d"
 }
 if [[ $PRINT_DIR == 1 ]]; then
-    src=$(find "$CACHE/src" -maxdepth 1 -name 'linux-source-7.3*' -type d 2>/dev/null | sort -V | tail -n1)
-    [[ -n "$src" ]] || exit 1
+    src=$("$TOP/scripts/fetch-kernel.sh" --cached) || exit 1
     build_dir "$(make -s -C "$src" kernelversion)"
     exit 0
 fi

@@ -4,18 +4,25 @@ set -euo pipefail
 
 usage() {
     cat <<USAGE
-Usage: $0 [--help]
+Usage: $0 [--cached] [--help]
 
 Fetches linux-source-7.3 (any 7.3.x) from Debian's trixie-backports suite and unpacks it to
 \$RBLK_CACHE/src/linux-<version> (default cache: /var/cache/rust-blk). Prints the tree's path.
+
+  --cached   only print the path of an already unpacked tree; fail if there is none
 USAGE
 }
-[[ "${1:-}" == "--help" || "${1:-}" == "-h" ]] && { usage; exit 0; }
+CACHED_ONLY=0
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    --cached) CACHED_ONLY=1 ;;
+    "") ;;
+    *) usage >&2; exit 2 ;;
+esac
 
 CACHE=${RBLK_CACHE:-/var/cache/rust-blk}
 PKG=linux-source-7.3
 LIST=/etc/apt/sources.list.d/rust-blk-trixie-backports.list
-mkdir -p "$CACHE/src" "$CACHE/deb"
 
 # Reuse an unpacked tree if there is one.
 existing=$(find "$CACHE/src" -maxdepth 1 -name 'linux-source-7.3*' -type d -printf '%p\n' 2>/dev/null | sort -V | tail -n1)
@@ -23,6 +30,8 @@ if [[ -n "$existing" && -f "$existing/.rblk-unpacked" ]]; then
     echo "$existing"
     exit 0
 fi
+[[ $CACHED_ONLY == 0 ]] || exit 1
+mkdir -p "$CACHE/src" "$CACHE/deb"
 
 if [[ ! -f "$LIST" ]]; then
     echo "deb http://deb.debian.org/debian trixie-backports main" >"$LIST"
