@@ -4,7 +4,7 @@ set -euo pipefail
 
 usage() {
     cat <<USAGE
-Usage: $0 [--builtin] [--help]
+Usage: $0 [--builtin | --debug] [--configure-only] [--print-dir] [--help]
 
 Builds bzImage and modules with LLVM=-19 into a cache outside the checkout and prints the build
 directory on the last line of stdout.
@@ -13,22 +13,30 @@ directory on the last line of stdout.
   --builtin   build the variant with rust_pmem and rust_nvme_mq built into the kernel
               (the project's sources dropped into drivers/block/rust_blk by
               scripts/install-in-tree.sh and enabled through Kconfig)
+  --debug     build the debug variant: kernel/config.fragment plus kernel/config.debug.fragment
+              (lockdep, KASAN, DMA-API debugging, debug objects, Intel IOMMU)
+  --configure-only
+              fetch, patch and configure, but do not build (the cold-path test uses this)
 
 Cache layout (\$RBLK_CACHE, default /var/cache/rust-blk):
   src/linux-source-7.3      pristine source (scripts/fetch-kernel.sh)
   tree/<version>            patched source; refreshed by content, so only the files a patch
                             change really touches get a new mtime and rebuild
   build/<version>-<cfg>     O= build directory, keyed by kernel version + config fragment hash
-                            (+ "-builtin"); incremental across runs
+                            (+ "-builtin" or "-debug"); incremental across runs
 USAGE
 }
 
 BUILTIN=0
+DEBUG=0
 PRINT_DIR=0
+CONFIGURE_ONLY=0
 for a in "$@"; do
     case "$a" in
         --builtin) BUILTIN=1 ;;
+        --debug) DEBUG=1 ;;
         --print-dir) PRINT_DIR=1 ;;
+        --configure-only) CONFIGURE_ONLY=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "build-kernel: unknown argument $a" >&2; usage >&2; exit 2 ;;
     esac
@@ -39,15 +47,28 @@ CACHE=${RBLK_CACHE:-/var/cache/rust-blk}
 export PATH="$HOME/.cargo/bin:$PATH"
 JOBS=${JOBS:-$(nproc)}
 log() { echo "build-kernel: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+if [[ $BUILTIN == 1 && $DEBUG == 1 ]]; then
+    echo "build-kernel: --builtin and --debug are separate variants; choose one" >&2
+    usage >&2
+    exit 2
+fi
 
 FRAG="$TOP/kernel/config.fragment"
+DEBUG_FRAG="$TOP/kernel/config.debug.fragment"
+fragments() { # the fragment files of this variant, in order
+    echo "$FRAG"
+    [[ $DEBUG == 0 ]] || echo "$DEBUG_FRAG"
+}
 build_dir() { # VERSION
-    local d="$CACHE/build/$1-$(sha256sum <"$FRAG" | cut -c1-12)"
+    local d
+    d="$CACHE/build/$1-$(fragments | xargs cat | sha256sum | cut -c1-12)"
     [[ $BUILTIN == 1 ]] && d="$d-builtin"
+    [[ $DEBUG == 1 ]] && d="$d-debug"
     echo "$d"
 }
 if [[ $PRINT_DIR == 1 ]]; then
-    src=$("$TOP/scripts/fetch-kernel.sh" --cached) || exit 1
+    src=$("$TOP/scripts/fetch-kernel.sh" --cached) || die "no kernel source in $CACHE yet: run 'make kernel'"
     build_dir "$(make -s -C "$src" kernelversion)"
     exit 0
 fi
@@ -61,8 +82,8 @@ if ! flock -n 9; then
     flock 9
 fi
 
-SRC=$("$TOP/scripts/fetch-kernel.sh")
-VER=$(make -s -C "$SRC" kernelversion)
+SRC=$("$TOP/scripts/fetch-kernel.sh") || die "scripts/fetch-kernel.sh could not provide the kernel source (its message is above)"
+VER=$(make -s -C "$SRC" kernelversion) || die "cannot read the kernel version of $SRC"
 TREE="$CACHE/tree/$VER"
 
 # 1. Patched tree, refreshed by content.
@@ -78,7 +99,7 @@ if [[ ! -f "$TREE/.rblk-series" || "$(cat "$TREE/.rblk-series")" != "$series_has
         log "  applying $(basename "$p")"
         patch -s -p1 -d "$stage" --no-backup-if-mismatch <"$p" || { log "ERROR: patch $(basename "$p") does not apply"; exit 1; }
     done
-    "$TOP/scripts/install-in-tree.sh" "$stage" >&2
+    "$TOP/scripts/install-in-tree.sh" "$stage" >&2 || die "scripts/install-in-tree.sh $stage failed"
     mkdir -p "$TREE"
     # -c: compare by content; no -t: files that differ get a fresh mtime, the rest keep theirs.
     rsync -rlc --delete --exclude=/.rblk-series "$stage"/ "$TREE"/
@@ -91,7 +112,7 @@ BUILD=$(build_dir "$VER")
 if [[ $BUILTIN == 1 && ! -d "$BUILD" ]]; then
     # Seed the built-in variant from the modular build (timestamps kept), so that only what the
     # changed options touch is rebuilt instead of the whole kernel.
-    base=$(BUILTIN=0 build_dir "$VER")
+    base=$(BUILTIN=0 DEBUG=0 build_dir "$VER")
     if [[ -f "$base/vmlinux" ]]; then
         log "seeding $BUILD from $base"
         cp -a "$base" "$BUILD.tmp" && mv "$BUILD.tmp" "$BUILD"
@@ -102,7 +123,7 @@ MAKE=(make -s -C "$TREE" O="$BUILD" LLVM=-19 -j"$JOBS")
 
 want_config() {
     # Print the fragment's settings, plus the built-in drivers for the --builtin variant.
-    grep -E '^CONFIG_' "$FRAG"
+    fragments | xargs grep -hE '^CONFIG_'
     if [[ $BUILTIN == 1 ]]; then
         echo CONFIG_BLK_DEV_RUST_PMEM=y
         echo CONFIG_BLK_DEV_RUST_NVME_MQ=y
@@ -112,7 +133,7 @@ want_config() {
 want_hash=$(want_config | sha256sum | cut -c1-16)
 if [[ ! -f "$BUILD/.config" || "$(cat "$BUILD/.rblk-config" 2>/dev/null)" != "$want_hash" ]]; then
     log "configuring $BUILD"
-    "${MAKE[@]}" tinyconfig >/dev/null
+    "${MAKE[@]}" tinyconfig >"$BUILD/config.log" 2>&1 || { tail -n 20 "$BUILD/config.log" >&2; die "make tinyconfig failed in $BUILD"; }
     for _ in 1 2; do
         while IFS='=' read -r key val; do
             name=${key#CONFIG_}
@@ -123,7 +144,7 @@ if [[ ! -f "$BUILD/.config" || "$(cat "$BUILD/.rblk-config" 2>/dev/null)" != "$w
                 *) "$TREE/scripts/config" --file "$BUILD/.config" --set-val "$name" "$val" ;;
             esac
         done < <(want_config)
-        "${MAKE[@]}" olddefconfig >/dev/null
+        "${MAKE[@]}" olddefconfig >>"$BUILD/config.log" 2>&1 || { tail -n 20 "$BUILD/config.log" >&2; die "make olddefconfig failed in $BUILD"; }
     done
     bad=0
     while IFS='=' read -r key val; do
@@ -132,8 +153,13 @@ if [[ ! -f "$BUILD/.config" || "$(cat "$BUILD/.rblk-config" 2>/dev/null)" != "$w
             *) grep -qx "$key=$val" "$BUILD/.config" || { log "ERROR: $key=$val was dropped by olddefconfig (got: $(grep -E "^(# )?$key[= ]" "$BUILD/.config" || echo unset))"; bad=1; } ;;
         esac
     done < <(want_config)
-    ((bad == 0)) || exit 1
+    ((bad == 0)) || die "the configuration of $BUILD does not match the fragments (see above)"
     echo "$want_hash" >"$BUILD/.rblk-config"
+fi
+if [[ $CONFIGURE_ONLY == 1 ]]; then
+    log "configured $BUILD (not built: --configure-only)"
+    echo "$BUILD"
+    exit 0
 fi
 
 # 3. Build, with progress on stderr.

@@ -25,12 +25,19 @@ PKG=linux-source-7.3
 LIST=/etc/apt/sources.list.d/rust-blk-trixie-backports.list
 
 # Reuse an unpacked tree if there is one.
-existing=$(find "$CACHE/src" -maxdepth 1 -name 'linux-source-7.3*' -type d -printf '%p\n' 2>/dev/null | sort -V | tail -n1)
+# (A fresh machine has no $CACHE/src yet: that is "no tree", not an error.)
+existing=
+if [[ -d "$CACHE/src" ]]; then
+    existing=$(find "$CACHE/src" -maxdepth 1 -name 'linux-source-7.3*' -type d | sort -V | tail -n1)
+fi
 if [[ -n "$existing" && -f "$existing/.rblk-unpacked" ]]; then
     echo "$existing"
     exit 0
 fi
-[[ $CACHED_ONLY == 0 ]] || exit 1
+if [[ $CACHED_ONLY == 1 ]]; then
+    echo "fetch-kernel: no unpacked kernel tree in $CACHE/src yet (run scripts/fetch-kernel.sh)" >&2
+    exit 1
+fi
 mkdir -p "$CACHE/src" "$CACHE/deb"
 
 if [[ ! -f "$LIST" ]]; then
