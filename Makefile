@@ -5,6 +5,8 @@
 #   make            build rust_pmem.ko and rust_nvme_mq.ko against the project's kernel
 #   make run        boot the kernel in QEMU with an NVDIMM and an NVMe, load both drivers, do I/O
 #   make test       run the tests (PASS/FAIL per test, then "N passed, N failed")
+#   make test-debug the same, building the debug kernel first if needed (lockdep, KASAN,
+#                   DMA-API debugging, IOMMU) so that the debug-kernel suites run too
 #   make bench      run the benchmarks (results/bench.json, results/*.png)
 #   make kernel     build (or incrementally rebuild) the kernel only
 #   make rustfmt    format the drivers (rustfmtcheck: check only); CLIPPY=1 make runs clippy
@@ -13,7 +15,7 @@ KDIR ?= $(shell scripts/build-kernel.sh --print-dir 2>/dev/null)
 LLVM ?= -19
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: all modules kernel run test bench rustfmt rustfmtcheck clean
+.PHONY: all modules kernel run test test-debug bench rustfmt rustfmtcheck clean
 
 # Kbuild's rustfmt target does not take M=, so format the drivers with the kernel's settings.
 RUSTFMT_ARGS = --edition 2021 --config-path $(KDIR)/source/.rustfmt.toml rust_pmem.rs rust_nvme_mq.rs
@@ -32,6 +34,9 @@ run:
 
 test:
 	scripts/run-tests.sh
+
+test-debug:
+	scripts/run-tests.sh --debug
 
 bench:
 	scripts/run-bench.sh

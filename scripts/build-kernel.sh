@@ -4,12 +4,15 @@ set -euo pipefail
 
 usage() {
     cat <<USAGE
-Usage: $0 [--builtin | --debug] [--configure-only] [--print-dir] [--help]
+Usage: $0 [--builtin | --debug] [--configure-only] [--print-dir] [--series-hash] [--help]
 
 Builds bzImage and modules with LLVM=-19 into a cache outside the checkout and prints the build
 directory on the last line of stdout.
 
   --print-dir print the build directory (no building) and exit
+  --series-hash
+              print the hash of the patch series and in-tree driver sources and exit
+              (a finished build records it, with its config hash, in <build>/.rblk-built)
   --builtin   build the variant with rust_pmem and rust_nvme_mq built into the kernel
               (the project's sources dropped into drivers/block/rust_blk by
               scripts/install-in-tree.sh and enabled through Kconfig)
@@ -30,12 +33,14 @@ USAGE
 BUILTIN=0
 DEBUG=0
 PRINT_DIR=0
+PRINT_HASH=0
 CONFIGURE_ONLY=0
 for a in "$@"; do
     case "$a" in
         --builtin) BUILTIN=1 ;;
         --debug) DEBUG=1 ;;
         --print-dir) PRINT_DIR=1 ;;
+        --series-hash) PRINT_HASH=1 ;;
         --configure-only) CONFIGURE_ONLY=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "build-kernel: unknown argument $a" >&2; usage >&2; exit 2 ;;
@@ -67,6 +72,14 @@ build_dir() { # VERSION
     [[ $DEBUG == 1 ]] && d="$d-debug"
     echo "$d"
 }
+series_hash() {
+    (cat "$TOP"/kernel/patches/*.patch 2>/dev/null; cat "$TOP"/Kconfig "$TOP"/Kbuild "$TOP"/scripts/install-in-tree.sh
+     find "$TOP" -path "$TOP/out" -prune -o -name '*.rs' -print | LC_ALL=C sort | xargs cat) | sha256sum | cut -c1-16
+}
+if [[ $PRINT_HASH == 1 ]]; then
+    series_hash
+    exit 0
+fi
 if [[ $PRINT_DIR == 1 ]]; then
     src=$("$TOP/scripts/fetch-kernel.sh" --cached) || die "no kernel source in $CACHE yet: run 'make kernel'"
     build_dir "$(make -s -C "$src" kernelversion)"
@@ -87,7 +100,7 @@ VER=$(make -s -C "$SRC" kernelversion) || die "cannot read the kernel version of
 TREE="$CACHE/tree/$VER"
 
 # 1. Patched tree, refreshed by content.
-series_hash=$( (cat "$TOP"/kernel/patches/*.patch 2>/dev/null; cat "$TOP"/Kconfig "$TOP"/Kbuild "$TOP"/*.rs "$TOP"/scripts/install-in-tree.sh) | sha256sum | cut -c1-16)
+series_hash=$(series_hash)
 if [[ ! -f "$TREE/.rblk-series" || "$(cat "$TREE/.rblk-series")" != "$series_hash" ]]; then
     log "preparing patched tree $TREE (series $series_hash)"
     mkdir -p "$CACHE/tree"
@@ -178,4 +191,5 @@ if ! wait "$pid"; then
     exit 1
 fi
 log "built in $(($(date +%s) - start)) s"
+echo "$want_hash $series_hash" >"$BUILD/.rblk-built"
 echo "$BUILD"

@@ -10,7 +10,11 @@ Writes "git format-patch BASE..HEAD" of KERNEL_GIT_TREE into kernel/patches/, nu
 START_NUMBER (default 1). Existing patch files with numbers >= START_NUMBER are replaced.
 USAGE
 }
-[[ "${1:-}" == "--help" || "${1:-}" == "-h" || $# -lt 2 ]] && { usage; [[ $# -ge 2 ]]; exit $?; }
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    -*) echo "export-patches: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+esac
+[[ $# -ge 2 && $# -le 3 ]] || { echo "export-patches: need KERNEL_GIT_TREE and BASE (got $# arguments)" >&2; usage >&2; exit 2; }
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 tree=$1 base=$2 start=${3:-1}
 for p in "$TOP"/kernel/patches/[0-9][0-9][0-9][0-9]-*.patch; do

@@ -17,7 +17,7 @@ case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     --cached) CACHED_ONLY=1 ;;
     "") ;;
-    *) usage >&2; exit 2 ;;
+    *) echo "fetch-kernel: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
 esac
 
 CACHE=${RBLK_CACHE:-/var/cache/rust-blk}

@@ -4,18 +4,32 @@ set -euo pipefail
 
 usage() {
     cat <<USAGE
-Usage: $0 [--builtin] [--smp N] [--timeout S] [--append ARGS] [--log FILE] -- 'GUEST COMMAND'
+Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS] [--timeout S]
+          [--append ARGS] [--log FILE] -- 'GUEST COMMAND'
 
 Uses the kernels and guest tools recorded by scripts/prepare.sh (out/env). The guest gets
 an NVDIMM of \$RBLK_PMEM_SIZE (default 256M) backed by \$IMAGES/pmem.img, kept between boots,
 and an NVMe of \$RBLK_NVME_SIZE (default 256M) with 4 I/O queue pairs backed by
 \$IMAGES/nvme.img. Without a command the guest drops to a shell. Exits with the guest
 command's status.
+
+  --builtin   boot the kernel with both drivers built in (KBUILD_BUILTIN)
+  --debug     boot the debug kernel (KBUILD_DEBUG: lockdep, KASAN, DMA-API debugging) on q35
+              behind QEMU's emulated Intel IOMMU
+  --icount    guest time counts instructions (QEMU -icount shift=0,sleep=off): fio's IOPS
+              become I/Os per 10^9 guest instructions; deterministic. The CPU model is
+              \$RBLK_CPU (default max; the benchmarks use max,-erms)
+  --nvme-null LATENCY_NS
+              the NVMe namespace is QEMU's null-aio (no image): each command takes
+              LATENCY_NS of host time, many in parallel, reads return zeros
 USAGE
 }
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${RBLK_OUT:-$TOP/out}
 BUILTIN=0
+DEBUG=0
+ICOUNT=0
+NVME_NULL=
 SMP=2
 TIMEOUT=1200
 APPEND=
@@ -23,12 +37,21 @@ LOG=
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --builtin) BUILTIN=1 ;;
-        --smp) SMP=$2; shift ;;
-        --timeout) TIMEOUT=$2; shift ;;
-        --append) APPEND=$2; shift ;;
-        --log) LOG=$2; shift ;;
+        --debug) DEBUG=1 ;;
+        --icount) ICOUNT=1 ;;
+        --nvme-null) NVME_NULL=$2; shift ;;
+        --smp|--timeout|--append|--log)
+            [[ $# -ge 2 ]] || { echo "guest: $1 needs an argument" >&2; exit 2; }
+            case "$1" in
+                --smp) SMP=$2 ;;
+                --timeout) TIMEOUT=$2 ;;
+                --append) APPEND=$2 ;;
+                --log) LOG=$2 ;;
+            esac
+            shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
+        -*) echo "guest: unknown option '$1'" >&2; usage >&2; exit 2 ;;
         *) break ;;
     esac
     shift
@@ -39,18 +62,22 @@ CMD=${*:-}
 source "$OUT/env"
 kbuild=$KBUILD
 [[ $BUILTIN == 1 ]] && kbuild=$KBUILD_BUILTIN
-[[ -n "$kbuild" ]] || { echo "guest: no built-in kernel; run scripts/prepare.sh" >&2; exit 1; }
+[[ $DEBUG == 1 ]] && kbuild=${KBUILD_DEBUG:-}
+[[ -n "$kbuild" ]] || { echo "guest: the requested kernel variant is not built; run scripts/prepare.sh (--debug for the debug kernel)" >&2; exit 1; }
 
 initrd=$(mktemp "$OUT/initrd.XXXXXX.cpio.gz")
 trap 'rm -f "$initrd"' EXIT
 extra=()
-[[ $BUILTIN == 1 ]] || extra=(--extra-modules "$TOP")
+[[ $BUILTIN == 1 ]] || extra=(--extra-modules "$OUT/modules-$(basename "$kbuild")")
 "$TOP/scripts/make-initramfs.sh" --build "$kbuild" --out "$initrd" "${extra[@]}" \
     --guest-dir "$GUEST_DIR" --cmd "$CMD" >&2
 args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" --mem 2G
       --pmem-img "$IMAGES/pmem.img" --pmem-size "${RBLK_PMEM_SIZE:-256M}"
       --nvme-img "$IMAGES/nvme.img" --nvme-size "${RBLK_NVME_SIZE:-256M}" --nvme-queues 4
       --timeout "$TIMEOUT")
+[[ $DEBUG == 1 ]] && args+=(--iommu)
+[[ $ICOUNT == 1 ]] && args+=(--icount)
+[[ -n "$NVME_NULL" ]] && args+=(--nvme-null "$NVME_NULL")
 # Keep the console for test output; the tests read kernel messages with dmesg.
 args+=(--append "loglevel=4 ${APPEND}")
 [[ -n "$LOG" ]] && args+=(--log "$LOG")

@@ -11,7 +11,11 @@ them to drivers/block/Kconfig and drivers/block/Makefile (idempotent). The drive
 selected with CONFIG_BLK_DEV_RUST_PMEM / CONFIG_BLK_DEV_RUST_NVME_MQ (y or m).
 USAGE
 }
-[[ "${1:-}" == "--help" || "${1:-}" == "-h" || $# -ne 1 ]] && { usage; [[ $# -eq 1 ]]; exit $?; }
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    -*) echo "install-in-tree: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+esac
+[[ $# -eq 1 ]] || { echo "install-in-tree: need exactly one KERNEL_TREE (got $# arguments)" >&2; usage >&2; exit 2; }
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 TREE=$1

@@ -5,20 +5,29 @@ shopt -s inherit_errexit
 
 usage() {
     cat <<USAGE
-Usage: $0 [--no-builtin] [--help]
+Usage: $0 [--no-builtin] [--debug] [--help]
 
 Installs missing host packages, builds (incrementally) the kernel and, unless --no-builtin, the
 variant with the drivers built in, builds rust_pmem.ko / rust_nvme_mq.ko and the guest test
 tools, and writes the paths to \$RBLK_OUT/env (default out/env) as shell variables:
-KBUILD, KBUILD_BUILTIN, GUEST_DIR, IMAGES.
+KBUILD, KBUILD_BUILTIN, KBUILD_DEBUG, GUEST_DIR, IMAGES. The modules built for a kernel
+are copied to \$RBLK_OUT/modules-<build dir name>/.
+
+  --no-builtin  skip the kernel with the drivers built in
+  --debug       also build the debug kernel (lockdep, KASAN, DMA-API debugging; first build
+                ~30 min) and the modules for it. Without --debug, a debug kernel that was
+                built before is brought up to date (incrementally); if there is none,
+                KBUILD_DEBUG is left empty.
 USAGE
 }
 BUILTIN=1
+DEBUG=0
 for a in "$@"; do
     case "$a" in
         --no-builtin) BUILTIN=0 ;;
+        --debug) DEBUG=1 ;;
         -h|--help) usage; exit 0 ;;
-        *) usage >&2; exit 2 ;;
+        *) echo "prepare: unknown argument '$a'" >&2; usage >&2; exit 2 ;;
     esac
 done
 
@@ -44,8 +53,38 @@ if [[ $BUILTIN == 1 ]]; then
     step "kernel with the drivers built in"
     KBUILD_BUILTIN=$(timed "$TOP/scripts/build-kernel.sh" --builtin | tail -n1) || exit 1
 fi
+KBUILD_DEBUG=
+if [[ $DEBUG == 1 ]]; then
+    step "debug kernel (first build ~30 min on 2 cores, then incremental)"
+    KBUILD_DEBUG=$(timed "$TOP/scripts/build-kernel.sh" --debug | tail -n1) || exit 1
+elif [[ -f "$("$TOP/scripts/build-kernel.sh" --debug --print-dir 2>/dev/null || echo /nonexistent)/.rblk-built" ]]; then
+    # Built once (make test-debug): keep it current, incrementally, so its suites test this tree.
+    step "debug kernel (incremental; built before by --debug)"
+    KBUILD_DEBUG=$(timed "$TOP/scripts/build-kernel.sh" --debug | tail -n1) || exit 1
+fi
+
+# modules_for KBUILD: build both drivers against one kernel build. The main kernel builds in the
+# checkout (as `make` does); another kernel builds in a copy, so objects never mix.
+modules_for() {
+    local kbuild=$1 src=$TOP dest
+    dest="$OUT/modules-$(basename "$kbuild")"
+    if [[ "$kbuild" != "$KBUILD" ]]; then
+        src="$OUT/src-$(basename "$kbuild")"
+        mkdir -p "$src"
+        rsync -a --delete --exclude=/out/ --exclude=/.git/ --include='*/' --include='Kbuild' \
+            --include='*.rs' --exclude='*' --prune-empty-dirs "$TOP"/ "$src"/
+    fi
+    make -s -C "$kbuild" M="$src" LLVM=-19 modules >&2 || { step "FAILED: modules against $kbuild"; return 1; }
+    rm -rf "$dest"
+    mkdir -p "$dest"
+    cp "$src"/*.ko "$dest"/
+}
 step "out-of-tree modules"
-timed make -s -C "$KBUILD" M="$TOP" LLVM=-19 modules >&2
+timed modules_for "$KBUILD" || exit 1
+if [[ -n "$KBUILD_DEBUG" ]]; then
+    step "out-of-tree modules for the debug kernel"
+    timed modules_for "$KBUILD_DEBUG" || exit 1
+fi
 step "guest tools"
 GUEST_DIR="$OUT/guest"
 rm -rf "$GUEST_DIR"
@@ -56,6 +95,7 @@ gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nowait_read" "$TOP/tests/tools/nowait_r
 cat >"$OUT/env" <<ENV
 KBUILD=$KBUILD
 KBUILD_BUILTIN=$KBUILD_BUILTIN
+KBUILD_DEBUG=$KBUILD_DEBUG
 GUEST_DIR=$GUEST_DIR
 IMAGES=$IMAGES
 ENV

@@ -24,6 +24,7 @@ usage() {
 Usage: $0 --kernel BZIMAGE --initrd FILE [--smp N] [--mem SIZE]
           [--pmem-img PATH] [--pmem-size SIZE]
           [--nvme-img PATH] [--nvme-size SIZE] [--nvme-queues N]
+          [--nvme-null LATENCY_NS] [--icount] [--iommu]
           [--append 'EXTRA KERNEL ARGS'] [--timeout SECONDS] [--log FILE] [--help]
 
 Boots QEMU (machine pc,nvdimm=on; TCG with -cpu max, or KVM with -cpu host if RBLK_ACCEL=kvm),
@@ -41,6 +42,15 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
                       --nvme-size/--nvme-queues given)
   --nvme-size SIZE    NVMe image size (default $DEFAULT_NVME_SIZE)
   --nvme-queues N     controller's max_ioqpairs (default: --smp); the guest gets min(vCPUs, N)
+  --nvme-null NS      back the NVMe namespace with QEMU's null-aio driver instead of an image:
+                      every command takes NS nanoseconds of host time and many run in
+                      parallel; reads return zeros, writes are dropped (--nvme-size sets the
+                      size, --nvme-img is ignored). For queue-depth benchmarks, in wall time.
+  --icount            count guest time in instructions: -icount shift=0,sleep=off (1 guest ns
+                      per instruction, all vCPUs round robin on one host thread; time jumps
+                      over idle periods). Deterministic CPU cost; not with --nvme-null
+  --iommu             machine q35 with QEMU's emulated Intel IOMMU (intel_iommu=on added to
+                      the command line): every device DMA goes through IOMMU mappings
   --append ARGS       extra kernel command line, after "$KERNEL_ARGS_BASE"
   --timeout SECONDS   wall-clock limit for the whole boot (default $DEFAULT_TIMEOUT)
   --log FILE          console log (default: a temporary file, deleted at exit)
@@ -66,7 +76,8 @@ to_bytes() {  # SIZE with K/M/G/T (binary) suffix -> bytes; a bare number means 
 }
 
 KERNEL="" INITRD="" SMP=$DEFAULT_SMP MEM=$DEFAULT_MEM TIMEOUT=$DEFAULT_TIMEOUT LOG=""
-PMEM_IMG="" PMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND=""
+PMEM_IMG="" PMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND="" IOMMU=0
+NVME_NULL="" ICOUNT=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --kernel) need_arg "$@"; KERNEL=$2; shift 2 ;;
@@ -78,6 +89,9 @@ while [[ $# -gt 0 ]]; do
         --nvme-img) need_arg "$@"; NVME_IMG=$2; shift 2 ;;
         --nvme-size) need_arg "$@"; NVME_SIZE=$2; shift 2 ;;
         --nvme-queues) need_arg "$@"; NVME_QUEUES=$2; shift 2 ;;
+        --iommu) IOMMU=1; shift ;;
+        --nvme-null) need_arg "$@"; NVME_NULL=$2; shift 2 ;;
+        --icount) ICOUNT=1; shift ;;
         --append) [[ $# -ge 2 ]] || die "--append needs an argument"; APPEND=$2; shift 2 ;;
         --timeout) need_arg "$@"; TIMEOUT=$2; shift 2 ;;
         --log) need_arg "$@"; LOG=$2; shift 2 ;;
@@ -91,6 +105,10 @@ done
 [[ "$SMP" =~ ^[1-9][0-9]*$ ]] || die "--smp must be a positive integer"
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive integer (seconds)"
 [[ -z "$NVME_QUEUES" || "$NVME_QUEUES" =~ ^[1-9][0-9]*$ ]] || die "--nvme-queues must be a positive integer"
+[[ -z "$NVME_NULL" || "$NVME_NULL" =~ ^[0-9]+$ ]] || die "--nvme-null takes a latency in nanoseconds (an integer), not '$NVME_NULL'"
+# null-aio's latency runs on QEMU's real-time clock while icount's guest time follows instructions:
+# mixed, the device's pace would depend on the host's speed again.
+[[ -n "$NVME_NULL" && $ICOUNT == 1 ]] && die "--nvme-null and --icount do not mix (the device latency is host time, icount's clock is guest instructions)"
 command -v "$QEMU_BIN" >/dev/null || die "$QEMU_BIN not found"
 MIB=$((1024 * 1024))
 mem_mib=$(($(to_bytes "$MEM") / MIB))
@@ -111,9 +129,18 @@ prepare_image() {
 
 ACCEL=(-accel tcg -cpu "${RBLK_CPU:-max}")
 [[ "${RBLK_ACCEL:-tcg}" == kvm ]] && ACCEL=(-accel kvm -cpu host)
-QEMU=("$QEMU_BIN" "${ACCEL[@]}" -machine "pc,nvdimm=on" -smp "$SMP"
+MACHINE=pc
+((IOMMU == 0)) || MACHINE=q35
+QEMU=("$QEMU_BIN" "${ACCEL[@]}" -machine "$MACHINE,nvdimm=on" -smp "$SMP"
       -nodefaults -display none -serial mon:stdio -net none -no-reboot
       -kernel "$KERNEL" -initrd "$INITRD")
+((ICOUNT == 0)) || QEMU+=(-icount shift=0,sleep=off)
+if ((IOMMU)); then
+    # Before the other PCI devices, so that all of them sit behind it. No interrupt remapping
+    # (that needs a split irqchip, which TCG does not have).
+    QEMU+=(-device intel-iommu,intremap=off)
+    APPEND="intel_iommu=on iommu.strict=1${APPEND:+ $APPEND}"
+fi
 
 if [[ -n "$PMEM_IMG" || -n "$PMEM_SIZE" ]]; then
     PMEM_IMG=${PMEM_IMG:-$IMG_DIR/pmem0.img}
@@ -133,7 +160,10 @@ else
     QEMU+=(-m "${mem_mib}M")
 fi
 
-if [[ -n "$NVME_IMG" || -n "$NVME_SIZE" || -n "$NVME_QUEUES" ]]; then
+if [[ -n "$NVME_NULL" ]]; then
+    QEMU+=(-blockdev "driver=null-aio,node-name=nvnull,size=$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}"),latency-ns=$NVME_NULL,read-zeroes=on"
+           -device "nvme,serial=$NVME_SERIAL,drive=nvnull,max_ioqpairs=${NVME_QUEUES:-$SMP}")
+elif [[ -n "$NVME_IMG" || -n "$NVME_SIZE" || -n "$NVME_QUEUES" ]]; then
     NVME_IMG=${NVME_IMG:-$IMG_DIR/nvme0.img}
     prepare_image "$NVME_IMG" "$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}")"
     QEMU+=(-drive "file=$NVME_IMG,if=none,id=nvm,format=raw"

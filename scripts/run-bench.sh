@@ -1,45 +1,105 @@
 #!/usr/bin/env bash
-# `make bench`: run the benchmarks in one guest boot each and write results/.
+# `make bench`: run the benchmarks, one guest boot per part, and write results/.
 set -euo pipefail
+
+DEFAULT_CPU=max,-erms       # TCG runs `rep movsb` byte by byte: without ERMS copy_mc uses memcpy
+DEFAULT_LATENCY_NS=4000000  # null-aio command latency of the overflow part
+PARTS_ALL=(pmem nvme overflow)
 
 usage() {
     cat <<USAGE
-Usage: $0 [--part pmem|nvme|all] [--rounds N] [--runtime S] [--help]
+Usage: $0 [--part pmem|nvme|overflow|all]... [--mode icount|wall] [--rounds N] [--runtime S]
+          [--latency-ns NS] [--cpu MODEL] [--results DIR] [--no-prepare] [--help]
 
-pmem part (2 vCPUs): rust_pmem nowait=0/1, C nd_pmem (with the reference nowait patch)
-nowait=0/1 and brd of the same size.
-nvme part (4 vCPUs): rust_nvme_mq vs the C nvme driver, and the reference's overflow scenario
-(one reader per CPU, reader 0 with far more I/O in flight than a queue holds, io_queue_depth=8)
-with overflow=0 vs overflow=1.
-Each part is one guest boot; its configurations alternate over N rounds (default 5) of
-S-second fio io_uring 4k randread runs (default 8). Prints tables and ratios; writes
-results/bench.json, results/<part>.png and the raw logs results/bench-<part>.log.
-Ratios, not absolute numbers, are meaningful under TCG.
+Parts (each is one guest boot; its configurations alternate in every round, and every ratio
+is computed within a round, then reported as the median [min-max] over the rounds):
+  pmem      2 vCPUs, fio io_uring 4k randread, 2 jobs x iodepth 32: rust_pmem nowait=0/1, the
+            C nd_pmem with the reference nowait patch nowait=0/1, brd of the same size.
+  nvme      CPU cost of rust_nvme_mq vs the C nvme driver on QEMU's emulated NVMe (raw image),
+            4 jobs x iodepth 16: 1 vCPU kept busy in icount mode (4 vCPUs, one job each, in
+            wall mode).
+  overflow  rust_nvme_mq overflow=0 vs 1 on an NVMe whose commands take --latency-ns each and
+            run in parallel (QEMU null-aio), 4 vCPUs, io_queue_depth=16: (a) uneven equal
+            readers, (b) one deep reader + shallow ones, (c) nr_io_queues=2; always wall clock.
+
+  --mode icount  (default) QEMU -icount shift=0,sleep=off for pmem and nvme: guest time counts
+                 guest instructions (1 ns each, all vCPUs in turn), so IOPS and instructions per
+                 I/O do not depend on the host's load and repeat to ~0.1%.
+  --mode wall    real time (TCG); figures move by ~30% with the host's load.
+  --rounds N     rounds per part (default 3 in icount mode, 5 in wall mode; overflow 3)
+  --runtime S    fio seconds per run (default: icount 3 guest seconds, wall 8; overflow 6)
+  --latency-ns   null-aio latency for the overflow part (default $DEFAULT_LATENCY_NS)
+  --cpu MODEL    QEMU CPU model (default $DEFAULT_CPU; \$RBLK_CPU also sets it)
+  --results DIR  where bench.json, the charts and the logs go (default results/)
+  --no-prepare   use out/env (\$RBLK_OUT/env) as it is: no rebuild of kernel or modules
+
+Writes DIR/bench.json, DIR/<part>.png and the raw guest logs DIR/bench-<part>.log, and prints
+the tables and ratios. No pass/fail: ratios are printed next to their targets.
 USAGE
 }
-ROUNDS=5
-RUNTIME=8
-PARTS=(pmem nvme)
+die() { echo "run-bench: ERROR: $*" >&2; exit 2; }
+need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs an argument"; }
+
+MODE=icount ROUNDS="" RUNTIME="" LATENCY_NS=$DEFAULT_LATENCY_NS CPU=${RBLK_CPU:-$DEFAULT_CPU}
+PREPARE=1 PARTS=() RESULTS=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --part) [[ $2 == all ]] || PARTS=("$2"); shift ;;
-        --rounds) ROUNDS=$2; shift ;;
-        --runtime) RUNTIME=$2; shift ;;
+        --part) need_arg "$@"
+            if [[ $2 == all ]]; then PARTS=("${PARTS_ALL[@]}")
+            elif [[ " ${PARTS_ALL[*]} " == *" $2 "* ]]; then PARTS+=("$2")
+            else die "unknown part '$2' (pmem, nvme, overflow or all)"; fi
+            shift ;;
+        --mode) need_arg "$@"; [[ $2 == icount || $2 == wall ]] || die "--mode is icount or wall, not '$2'"
+            MODE=$2; shift ;;
+        --rounds) need_arg "$@"; ROUNDS=$2; shift ;;
+        --runtime) need_arg "$@"; RUNTIME=$2; shift ;;
+        --latency-ns) need_arg "$@"; LATENCY_NS=$2; shift ;;
+        --cpu) need_arg "$@"; CPU=$2; shift ;;
+        --results) need_arg "$@"; RESULTS=$2; shift ;;
+        --no-prepare) PREPARE=0 ;;
         -h|--help) usage; exit 0 ;;
-        *) usage >&2; exit 2 ;;
+        *) usage >&2; die "unknown argument '$1'" ;;
     esac
     shift
 done
+((${#PARTS[@]})) || PARTS=("${PARTS_ALL[@]}")
+[[ -z "$ROUNDS" || "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer"
+[[ -z "$RUNTIME" || "$RUNTIME" =~ ^[1-9][0-9]*$ ]] || die "--runtime must be a positive integer (seconds)"
+[[ "$LATENCY_NS" =~ ^[1-9][0-9]*$ ]] || die "--latency-ns must be a positive integer"
+((${ROUNDS:-3} >= 3)) || echo "run-bench: note: fewer than 3 rounds; the medians are not the ones bench.json promises" >&2
+
 TOP=$(cd "$(dirname "$0")/.." && pwd)
-RESULTS="$TOP/results"
+RESULTS=${RESULTS:-$TOP/results}
 mkdir -p "$RESULTS"
-declare -A SMP=([pmem]=2 [nvme]=4)
-"$TOP/scripts/prepare.sh" --no-builtin
+OUT=${RBLK_OUT:-$TOP/out}
+if ((PREPARE)); then
+    "$TOP/scripts/prepare.sh" --no-builtin || die "scripts/prepare.sh failed (kernel, modules or guest tools), see above"
+else
+    [[ -f "$OUT/env" ]] || die "--no-prepare but $OUT/env does not exist: run scripts/prepare.sh first"
+fi
+
+start_all=$(date +%s)
 for part in "${PARTS[@]}"; do
-    [[ -n "${SMP[$part]:-}" ]] || { echo "run-bench: unknown part $part" >&2; exit 2; }
-    echo "run-bench: $part part, ${SMP[$part]} vCPUs, $ROUNDS rounds of $RUNTIME s" >&2
-    "$TOP/scripts/guest.sh" --smp "${SMP[$part]}" --timeout 3600 --log "$RESULTS/bench-$part.log" \
-        -- "bash /tests/bench-$part.sh $ROUNDS $RUNTIME" >/dev/null
+    gargs=() mode=$MODE
+    case $part in
+        pmem) smp=2; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-3}
+            [[ $MODE == wall ]] && { rounds=${ROUNDS:-5}; runtime=${RUNTIME:-8}; } ;;
+        nvme) smp=1; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-3}
+            # Without icount one vCPU is just slow; use one per queue as the driver is meant to.
+            [[ $MODE == wall ]] && { smp=4; rounds=${ROUNDS:-5}; runtime=${RUNTIME:-8}; } ;;
+        overflow) smp=4; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-6}; mode=wall
+            gargs+=(--nvme-null "$LATENCY_NS") ;;
+    esac
+    [[ $mode == icount ]] && gargs+=(--icount)
+    log="$RESULTS/bench-$part.log"
+    echo "run-bench: $part part ($mode, CPU $CPU), $smp vCPUs, $rounds rounds of $runtime s -> $log" >&2
+    s=$(date +%s)
+    RBLK_CPU=$CPU "$TOP/scripts/guest.sh" --smp "$smp" "${gargs[@]}" --timeout 3600 --log "$log" \
+        -- "bash /tests/bench-$part.sh $rounds $runtime" >/dev/null ||
+        die "the $part guest run failed (status $?); its console log is $log"
+    echo "run-bench: $part part took $(($(date +%s) - s)) s" >&2
     # Debian's python3 has python3-matplotlib (installed by setup-host.sh) for the charts.
-    /usr/bin/python3 "$TOP/bench/report.py" "$RESULTS/bench-$part.log" --part "$part" --results "$RESULTS"
+    /usr/bin/python3 "$TOP/bench/report.py" "$log" --part "$part" --mode "$mode" \
+        --latency-ns "$LATENCY_NS" --results "$RESULTS" || die "bench/report.py failed on $log"
 done
+echo "run-bench: all parts took $(($(date +%s) - start_all)) s; results in $RESULTS" >&2

@@ -17,7 +17,7 @@ case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     --shell) SHELL_MODE=1 ;;
     "") ;;
-    *) usage >&2; exit 2 ;;
+    *) echo "run-demo: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
 esac
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 "$TOP/scripts/prepare.sh" --no-builtin

@@ -4,15 +4,27 @@ set -euo pipefail
 
 usage() {
     cat <<USAGE
-Usage: $0 [--help]
+Usage: $0 [--debug] [--help]
 
-Runs every test: host setup and kernel builds (incremental), then guest boots under QEMU
-(main suite, persistence across a reboot, built-in kernel). Prints one line per test,
-"PASS <name>" or "FAIL <name>", and ends with "N passed, N failed". Logs: out/logs/.
-Exits non-zero if any test failed.
+Runs every test: host-side tests of the scripts (--help and bad arguments of each; the
+fresh-machine fetch + configure path against an empty temporary cache), host setup and kernel
+builds (incremental), then guest boots under QEMU (main suite, persistence across a reboot,
+NVMe suite, built-in kernel) and, when the debug kernel is built, the main and NVMe suites
+again on it (lockdep, KASAN, DMA-API debugging, behind an emulated IOMMU) with its kernel log
+checked for any report. Prints one line per test, "PASS <name>" or "FAIL <name>", and ends
+with "N passed, N failed". Logs: out/logs/. Exits non-zero if any test failed.
+
+  --debug   build the debug kernel first if it is missing (~30 min the first time), so the
+            debug-kernel suites always run (make test-debug)
 USAGE
 }
-[[ "${1:-}" == "--help" || "${1:-}" == "-h" ]] && { usage; exit 0; }
+DEBUG=0
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    --debug) DEBUG=1 ;;
+    "") ;;
+    *) echo "run-tests: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+esac
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${RBLK_OUT:-$TOP/out}
@@ -30,8 +42,33 @@ finish() {
     [[ $failed == 0 ]]
 }
 
+# host NAME SCRIPT: a host-side test script; its PASS/FAIL lines count like the guests'.
+host() {
+    local name=$1 s lines
+    shift
+    s=$(date +%s)
+    lines=$("$@" 2>"$LOGS/$name.stderr") || true
+    echo "test: host $name: $(($(date +%s) - s)) s" >&2
+    if ! grep -qE '^(PASS|FAIL) ' <<<"$lines"; then
+        result FAIL "host_${name}_ran"
+        tail -n 20 "$LOGS/$name.stderr" | sed 's/^/    | /'
+        return
+    fi
+    while IFS= read -r line; do
+        case "$line" in
+            "PASS "*|"FAIL "*) result "${line%% *}" "${line#* }" ;;
+            *) echo "$line" ;;
+        esac
+    done <<<"$lines"
+}
+
 start=$(date +%s)
-if "$TOP/scripts/prepare.sh" 2>&1 | tee "$LOGS/prepare.log" | grep --line-buffered -E '^prepare:' >&2; then
+host cli "$TOP/tests/host/cli.sh"
+host cold_path "$TOP/tests/host/cold-path.sh"
+
+prepare_args=()
+[[ $DEBUG == 0 ]] || prepare_args=(--debug)
+if "$TOP/scripts/prepare.sh" "${prepare_args[@]}" 2>&1 | tee "$LOGS/prepare.log" | grep --line-buffered -E '^prepare:' >&2; then
     result PASS build_kernels_and_modules
 else
     tail -n 30 "$LOGS/prepare.log"
@@ -41,7 +78,9 @@ else
 fi
 echo "test: prepared in $(($(date +%s) - start)) s" >&2
 
-# boot NAME [guest.sh options] -- CMD: run one guest session and collect its PASS/FAIL lines.
+# boot NAME [guest.sh options] -- CMD: run one guest session and collect its PASS/FAIL lines,
+# each prefixed with $PREFIX.
+PREFIX=
 boot() {
     local name=$1 s rc
     shift
@@ -57,7 +96,7 @@ boot() {
         return
     fi
     while read -r verdict test; do
-        result "$verdict" "$test"
+        result "$verdict" "$PREFIX$test"
         if [[ $verdict == FAIL ]]; then
             tr -d '\r' <"$LOGS/$name.log" | sed -n "/^FAIL $test\$/,/^\(PASS\|FAIL\) /p" | grep '^    |' || true
         fi
@@ -70,6 +109,33 @@ boot persist_write -- 'bash /tests/suite-persist.sh write'
 boot persist_check -- 'bash /tests/suite-persist.sh check'
 boot nvme --smp 4 -- 'bash /tests/suite-nvme.sh'
 boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-builtin.sh'
+
+# Kernel log lines that mean a debug facility found a bug (the whole log is on the console:
+# the debug boots run with loglevel=8).
+DEBUG_REPORTS='BUG:|WARNING:|Oops|Call Trace|KASAN|DMA-API|possible circular locking|possible recursive locking|inconsistent lock state|lock held when returning|sleeping function called from invalid context|ODEBUG|blocked for more than|Kernel panic'
+# debug_log_clean NAME: the console log of boot NAME holds no debug report.
+debug_log_clean() {
+    local reports
+    reports=$(tr -d '\r' <"$LOGS/$1.log" | grep -aE "$DEBUG_REPORTS" | grep -av 'RBLK' || true)
+    if [[ -z "$reports" ]]; then
+        result PASS "${1}_kernel_log_clean"
+    else
+        result FAIL "${1}_kernel_log_clean"
+        head -n 40 <<<"$reports" | sed 's/^/    | /'
+    fi
+}
+# shellcheck source=/dev/null
+source "$OUT/env"
+if [[ -n "${KBUILD_DEBUG:-}" ]]; then
+    PREFIX=debug_
+    boot debug_main --debug --smp 2 --timeout 3600 --append loglevel=8 -- 'bash /tests/suite-main.sh'
+    debug_log_clean debug_main
+    boot debug_nvme --debug --smp 4 --timeout 3600 --append loglevel=8 -- 'bash /tests/suite-nvme.sh'
+    debug_log_clean debug_nvme
+    PREFIX=
+else
+    echo "test: SKIPPED the debug-kernel suites: the debug kernel is not built (make test-debug builds and runs it, ~30 min the first time)"
+fi
 
 echo "test: total $(($(date +%s) - start)) s" >&2
 finish

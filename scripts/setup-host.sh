@@ -10,7 +10,11 @@ Installs (only what is missing): clang/lld/llvm 19, kernel build tools, QEMU, th
 (fio, nvme-cli, e2fsprogs, util-linux, kmod, busybox), rust-src and a pinned bindgen-cli.
 USAGE
 }
-[[ "${1:-}" == "--help" || "${1:-}" == "-h" ]] && { usage; exit 0; }
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    "") ;;
+    *) echo "setup-host: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+esac
 
 BINDGEN_VERSION=0.73.2
 PKGS=(clang-19 lld-19 llvm-19 libclang-19-dev flex bison bc libelf-dev libssl-dev cpio kmod make
