@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build the project's kernel: pristine 7.3 source + kernel/patches + kernel/config.fragment.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE
@@ -86,25 +88,29 @@ if [[ $PRINT_DIR == 1 ]]; then
     exit 0
 fi
 
-# One kernel build at a time: concurrent runs (make test while a developer rebuilds) would
-# corrupt each other's objects in the shared cache.
+# One build at a time per patched tree: concurrent runs (make test while a developer rebuilds)
+# would corrupt each other's objects. The debug variant has its own tree and lock, so its long
+# build does not hold up the others.
+lock="$CACHE/.build.lock"
+[[ $DEBUG == 0 ]] || lock="$CACHE/.build-debug.lock"
 mkdir -p "$CACHE"
-exec 9>"$CACHE/.build.lock"
+exec 9>"$lock"
 if ! flock -n 9; then
-    log "waiting for another build-kernel.sh to finish"
+    log "waiting for another build-kernel.sh to finish (lock $lock)"
     flock 9
 fi
 
 SRC=$("$TOP/scripts/fetch-kernel.sh") || die "scripts/fetch-kernel.sh could not provide the kernel source (its message is above)"
 VER=$(make -s -C "$SRC" kernelversion) || die "cannot read the kernel version of $SRC"
 TREE="$CACHE/tree/$VER"
+[[ $DEBUG == 0 ]] || TREE="$TREE-debug"
 
 # 1. Patched tree, refreshed by content.
 series_hash=$(series_hash)
 if [[ ! -f "$TREE/.rblk-series" || "$(cat "$TREE/.rblk-series")" != "$series_hash" ]]; then
     log "preparing patched tree $TREE (series $series_hash)"
     mkdir -p "$CACHE/tree"
-    stage="$CACHE/tree/.stage-$VER"
+    stage="$CACHE/tree/.stage-$(basename "$TREE")"
     rm -rf "$stage"
     cp -al "$SRC" "$stage"
     for p in "$TOP"/kernel/patches/*.patch; do

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate kernel/patches/ from a kernel git tree whose commits since BASE are the series.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE

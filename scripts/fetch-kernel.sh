@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Download Debian's linux-source-7.3 package and unpack a pristine tree into the cache.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE

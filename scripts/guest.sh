@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Boot the project's kernel in QEMU with the standard NVDIMM + NVMe and run one guest command.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE
@@ -39,14 +41,14 @@ while [[ $# -gt 0 ]]; do
         --builtin) BUILTIN=1 ;;
         --debug) DEBUG=1 ;;
         --icount) ICOUNT=1 ;;
-        --nvme-null) NVME_NULL=$2; shift ;;
-        --smp|--timeout|--append|--log)
+        --smp|--timeout|--append|--log|--nvme-null)
             [[ $# -ge 2 ]] || { echo "guest: $1 needs an argument" >&2; exit 2; }
             case "$1" in
                 --smp) SMP=$2 ;;
                 --timeout) TIMEOUT=$2 ;;
                 --append) APPEND=$2 ;;
                 --log) LOG=$2 ;;
+                --nvme-null) NVME_NULL=$2 ;;
             esac
             shift ;;
         -h|--help) usage; exit 0 ;;

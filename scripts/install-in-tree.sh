@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Drop the project's drivers into a kernel tree as drivers/block/rust_blk and wire up Kconfig/Makefile.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE

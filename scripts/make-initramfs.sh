@@ -3,6 +3,8 @@
 # libraries, the kernel's modules, the project's out-of-tree modules, the guest tests and an /init
 # that runs one command, prints "RBLK-EXIT <status>" and powers off.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE

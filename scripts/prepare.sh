@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything a guest run needs: host tools, both kernels, the modules and guest tools.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 shopt -s inherit_errexit
 
 usage() {

@@ -2,6 +2,8 @@
 # Boot the project's kernel + initramfs in QEMU with an NVDIMM and/or an NVMe controller, stream the
 # serial console, and return the guest command's exit status (from its "RBLK-EXIT <n>" line).
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 DEFAULT_SMP=2
 DEFAULT_MEM=2G

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: build what is missing, boot QEMU with an NVDIMM and an NVMe, load both drivers, do I/O.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: build what is needed, run the guest suites, summarise.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE
@@ -112,7 +114,9 @@ boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-built
 
 # Kernel log lines that mean a debug facility found a bug (the whole log is on the console:
 # the debug boots run with loglevel=8).
-DEBUG_REPORTS='BUG:|WARNING:|Oops|Call Trace|KASAN|DMA-API|possible circular locking|possible recursive locking|inconsistent lock state|lock held when returning|sleeping function called from invalid context|ODEBUG|blocked for more than|Kernel panic'
+# KASAN, lockdep, atomic-sleep and debug-objects reports start with BUG:/WARNING:/ODEBUG:;
+# DMA-API debugging names the device and the driver's mistake (its boot banner is not a report).
+DEBUG_REPORTS='BUG:|WARNING:|Oops|Call Trace|KASAN:|DMA-API: [^ ]+ [^ ]+: |ODEBUG:|locking correctness validator|sleeping function called from invalid context|blocked for more than|Kernel panic'
 # debug_log_clean NAME: the console log of boot NAME holds no debug report.
 debug_log_clean() {
     local reports

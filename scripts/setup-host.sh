@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install the host packages and Rust tools needed to build the kernel and run the QEMU guest.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE

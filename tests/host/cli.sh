@@ -2,6 +2,8 @@
 # Host test: every script in scripts/ answers --help with its usage and refuses a bad argument
 # with a message that names it, without doing any work.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE

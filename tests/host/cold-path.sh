@@ -3,6 +3,8 @@
 # against an empty temporary cache (what a new machine has) and checks that they produce a
 # patched, configured tree. The full build is not repeated here.
 set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 usage() {
     cat <<USAGE
