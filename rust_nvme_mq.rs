@@ -21,22 +21,25 @@
 //!
 //! # Queue selection and overflow
 //!
-//! blk-mq gets one hardware context per CPU, each with a tag depth equal to the number of
-//! slots of *all* submission queues together, so a context can hold more requests than its
-//! own queue. The driver, not blk-mq, picks the submission queue: `queue_rq` tries the queue
-//! of the submitting CPU first; when that one is full and `overflow` is set, it takes the
-//! next queue with a free slot (round robin from the home queue). Only when every queue is
-//! full (or, with `overflow=0`, the home queue is) does it return `BLK_STS_RESOURCE`, and
-//! blk-mq retries the request when one of the context's requests completes (or after a few
-//! milliseconds). A completion is routed by the queue it was submitted to, whatever the
-//! context, through the command id, which indexes a per-queue slot table holding the request
-//! and its DMA mappings. A queue of `io_queue_depth` entries holds at most
-//! `io_queue_depth - 1` commands (one entry stays empty to tell full from empty), so neither
-//! the submission nor the completion queue can overrun.
+//! blk-mq gets one hardware context per CPU, all sharing one set of tags as large as all
+//! submission queues together (what the controller can hold), so a context can hold more
+//! requests than its own queue. The driver, not blk-mq, picks the submission queue:
+//! `queue_rq` tries the queue of the submitting CPU first; when that one is full and
+//! `overflow` is set, it tries the other queues round robin from the home queue, and each of
+//! them lends a slot only while it keeps a reserve free for its own CPUs (a quarter of its
+//! slots, see [`may_take`]), so a CPU with more load than its queue holds borrows the others'
+//! spare slots without starving them. Only when no queue takes the request does it return
+//! `BLK_STS_RESOURCE`, and blk-mq retries the request when one of the context's requests
+//! completes (or after a few milliseconds). A completion is routed by the queue it was
+//! submitted to, whatever the context, through the command id, which indexes a per-queue slot
+//! table holding the request and its DMA mappings. A queue of `io_queue_depth` entries holds
+//! at most `io_queue_depth - 1` commands (one entry stays empty to tell full from empty), so
+//! neither the submission nor the completion queue can overrun.
 //!
-//! Per-queue counters (submitted, completed, overflowed out of / into the queue, queue-full
-//! events, in flight) are in debugfs, `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/queues`, and
-//! are printed when the controller is removed.
+//! Per-queue counters (submitted, completed, overflowed out of / into the queue, own
+//! requests that found it full, in flight, slots lent now and at most, borrow attempts
+//! refused, the reserve) are in debugfs, `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/queues`,
+//! and are printed when the controller is removed.
 //!
 //! # Data path
 //!
@@ -62,7 +65,7 @@
 use kernel::{
     block::mq::{
         gen_disk::{GenDisk, GenDiskBuilder},
-        Command, MappedSegment, Operations, Request, TagSet, TimeoutReturn,
+        Command, MappedSegment, Operations, Request, TagSet, TagSetFlag, TimeoutReturn,
     },
     cpu::CpuId,
     debugfs,
@@ -328,7 +331,7 @@ const MAX_ZERO_BLOCKS: u32 = 1 << 16;
 const COMPLETION_BATCH: usize = 16;
 /// Bytes per sector, the unit of request positions.
 const SECTOR_SHIFT: u32 = 9;
-/// blk-mq's limit on the tags of one hardware context.
+/// blk-mq's limit on the tags of a tag set (`BLK_MQ_MAX_DEPTH`).
 const MAX_TAGS: u32 = 10240;
 
 /// Set by a probe that failed because of a module parameter, so that insmod fails.
@@ -390,10 +393,32 @@ fn status_to_result(status: u32) -> Result {
 }
 
 /// The order in which queues are tried for a request from `home`: the home queue, then,
-/// with `overflow`, the others round robin.
+/// with `overflow`, the others round robin (each of which may refuse, see [`may_take`]).
 fn queue_order(home: usize, nr_queues: usize, overflow: bool) -> impl Iterator<Item = usize> {
     let tries = if overflow { nr_queues } else { 1 };
     (0..tries).map(move |i| (home + i) % nr_queues)
+}
+
+/// How many of a queue's `slots` it keeps for requests of its own CPUs (those whose home it
+/// is): a quarter, rounded up.
+fn lend_reserve(slots: usize) -> usize {
+    slots.div_ceil(4)
+}
+
+/// The lending rule: whether a request may take one of a queue's `free` slots (out of
+/// `slots`). A request of one of the queue's own CPUs may take any free slot; a request of a
+/// foreign CPU (overflowing from its full home queue) only while more than
+/// [`lend_reserve`] slots are free, so lending never leaves fewer than the reserve free.
+///
+/// A CPU that keeps at most the reserve in flight on its queue therefore never finds it full,
+/// however much other CPUs borrow, while a CPU with more load than its queue holds still gets
+/// every slot the others do not need beyond their reserve.
+fn may_take(free: usize, slots: usize, foreign: bool) -> bool {
+    if foreign {
+        free > lend_reserve(slots)
+    } else {
+        free > 0
+    }
 }
 
 /// How a transfer is described to the device.
@@ -722,7 +747,10 @@ struct QueueStats {
     completed: Atomic<u64>,
     overflow_out: Atomic<u64>,
     overflow_in: Atomic<u64>,
+    /// Submissions of the queue's own CPUs that found it full.
     full: Atomic<u64>,
+    /// Submissions of foreign CPUs turned away by the lending rule (reserve or full).
+    refused: Atomic<u64>,
 }
 
 impl QueueStats {
@@ -733,6 +761,7 @@ impl QueueStats {
             overflow_out: Atomic::new(0),
             overflow_in: Atomic::new(0),
             full: Atomic::new(0),
+            refused: Atomic::new(0),
         }
     }
 }
@@ -743,6 +772,8 @@ struct Slot {
     maps: KVec<MappedSegment>,
     /// The command timed out and an Abort was sent for it.
     aborted: bool,
+    /// The request came from a foreign CPU (the slot is lent).
+    lent: bool,
 }
 
 /// The mutable state of an I/O queue pair.
@@ -755,11 +786,31 @@ struct QueueState {
     slots: KVec<Slot>,
     /// False while the controller is being reset.
     accepting: bool,
+    /// Slots held by requests of foreign CPUs, now and at most so far.
+    lent: usize,
+    lent_max: usize,
+}
+
+impl QueueState {
+    /// Give back slot `cid`, whose request is gone (ended, or never submitted).
+    fn release(&mut self, cid: u16) {
+        if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
+            slot.maps.clear();
+            slot.aborted = false;
+            if slot.lent {
+                slot.lent = false;
+                self.lent -= 1;
+            }
+        }
+        // Cannot fail: `free` was allocated for every command id.
+        let _ = self.free.push(cid, GFP_ATOMIC);
+    }
 }
 
 /// Why a submission did not happen.
 enum SubmitError {
-    /// The queue has no free slot; the request comes back for another queue.
+    /// The queue has no free slot (or none it may lend); the request comes back for another
+    /// queue.
     Full(ARef<Request<NvmeOps>>),
     /// The request cannot be carried out.
     Failed(Error),
@@ -801,6 +852,7 @@ impl IoQueue {
                     rq: None,
                     maps: KVec::with_capacity(MAX_SEGMENTS, GFP_KERNEL)?,
                     aborted: false,
+                    lent: false,
                 },
                 GFP_KERNEL,
             )?;
@@ -825,6 +877,8 @@ impl IoQueue {
                     free,
                     slots,
                     accepting: true,
+                    lent: 0,
+                    lent_max: 0,
                 }),
                 stats: QueueStats::new(),
             }? Error),
@@ -898,11 +952,18 @@ impl IoQueue {
             .cdw(12, cdw12))
     }
 
-    /// Submit `rq` to this queue if it has a free slot.
+    /// The number of command slots.
+    fn slots(&self) -> usize {
+        usize::from(self.depth) - 1
+    }
+
+    /// Submit `rq` to this queue if the lending rule lets it have a free slot; `foreign`: the
+    /// request comes from a CPU whose home queue is another one.
     fn submit(
         &self,
         ns: &Namespace,
         rq: ARef<Request<NvmeOps>>,
+        foreign: bool,
         lose: bool,
     ) -> Result<(), SubmitError> {
         let mut guard = self.state.lock();
@@ -910,20 +971,31 @@ impl IoQueue {
         if !st.accepting {
             return Err(SubmitError::Failed(ENOMEM));
         }
+        if !may_take(st.free.len(), self.slots(), foreign) {
+            if foreign {
+                self.stats.refused.add(1, Relaxed);
+            } else {
+                self.stats.full.add(1, Relaxed);
+            }
+            return Err(SubmitError::Full(rq));
+        }
         let Some(cid) = st.free.pop() else {
-            self.stats.full.add(1, Relaxed);
             return Err(SubmitError::Full(rq));
         };
         let slot = &mut st.slots[usize::from(cid)];
         let mut sqe = match self.prepare(ns, &rq, cid, &mut slot.maps) {
             Ok(sqe) => sqe,
             Err(e) => {
-                slot.maps.clear();
-                let _ = st.free.push(cid, GFP_ATOMIC);
+                st.release(cid);
                 return Err(SubmitError::Failed(e));
             }
         };
         slot.rq = Some(rq);
+        if foreign {
+            slot.lent = true;
+            st.lent += 1;
+            st.lent_max = st.lent_max.max(st.lent);
+        }
         if lose {
             pr_warn!(
                 "queue {}: losing command {} (fault injection)\n",
@@ -971,13 +1043,15 @@ impl IoQueue {
                     let Some(slot) = st.slots.get_mut(usize::from(cid)) else {
                         continue;
                     };
-                    // Unmap before the request ends and the block layer may free the pages.
-                    slot.maps.clear();
-                    slot.aborted = false;
                     if let Some(rq) = slot.rq.take() {
                         done[n] = Some((rq, status_to_result(dw3 >> cmd::CQE_STATUS_SHIFT)));
                         n += 1;
-                        let _ = st.free.push(cid, GFP_ATOMIC);
+                        // Unmaps before the request ends and the block layer may free the
+                        // pages.
+                        st.release(cid);
+                    } else {
+                        slot.maps.clear();
+                        slot.aborted = false;
                     }
                 }
                 if consumed {
@@ -1010,11 +1084,9 @@ impl IoQueue {
                 let Some(slot) = st.slots.get_mut(cid) else {
                     break;
                 };
-                slot.maps.clear();
-                slot.aborted = false;
                 let rq = slot.rq.take();
                 if rq.is_some() {
-                    let _ = st.free.push(cid as u16, GFP_ATOMIC);
+                    st.release(cid as u16);
                 }
                 rq
             };
@@ -1034,8 +1106,10 @@ impl IoQueue {
         failed
     }
 
-    fn in_flight(&self) -> usize {
-        usize::from(self.depth) - 1 - self.state.lock().free.len()
+    /// Commands in flight, lent slots now and at most so far.
+    fn occupancy(&self) -> (usize, usize, usize) {
+        let st = self.state.lock();
+        (self.slots() - st.free.len(), st.lent, st.lent_max)
     }
 }
 
@@ -1211,7 +1285,7 @@ impl Operations for NvmeOps {
         let lose = ctrl.take_lose();
         for qi in queue_order(home, nr_queues, ctrl.overflow) {
             let queue = &ctrl.queues[qi];
-            match queue.submit(&ns, rq, lose) {
+            match queue.submit(&ns, rq, qi != home, lose) {
                 Ok(()) => {
                     if qi != home {
                         ctrl.queues[home].stats.overflow_out.add(1, Relaxed);
@@ -1223,7 +1297,8 @@ impl Operations for NvmeOps {
                 Err(SubmitError::Failed(e)) => return Err(e),
             }
         }
-        // Every queue we may use is full: BLK_STS_RESOURCE, blk-mq retries later.
+        // Every queue we may use is full or keeps its reserve: BLK_STS_RESOURCE, blk-mq
+        // retries later.
         Err(ENOMEM)
     }
 
@@ -1276,20 +1351,25 @@ impl core::fmt::Debug for StatsFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(
             f,
-            "queue submitted completed overflow_out overflow_in full_events in_flight"
+            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve"
         )?;
         for q in self.0.queues.iter() {
             let s = &q.stats;
+            let (in_flight, lent, lent_max) = q.occupancy();
             writeln!(
                 f,
-                "{} {} {} {} {} {} {}",
+                "{} {} {} {} {} {} {} {} {} {} {}",
                 q.qid,
                 s.submitted.load(Relaxed),
                 s.completed.load(Relaxed),
                 s.overflow_out.load(Relaxed),
                 s.overflow_in.load(Relaxed),
                 s.full.load(Relaxed),
-                q.in_flight()
+                in_flight,
+                lent,
+                lent_max,
+                s.refused.load(Relaxed),
+                lend_reserve(q.slots())
             )?;
         }
         Ok(())
@@ -1366,14 +1446,16 @@ impl Drop for NvmeDevice<'_> {
         for q in self.ctrl.queues.iter() {
             let s = &q.stats;
             pr_info!(
-                "rnvme{} queue {}: submitted {} completed {} overflow_out {} overflow_in {} full_events {}\n",
+                "rnvme{} queue {}: submitted {} completed {} overflow_out {} overflow_in {} full_events {} lent_max {} refused {}\n",
                 self.ctrl.index,
                 q.qid,
                 s.submitted.load(Relaxed),
                 s.completed.load(Relaxed),
                 s.overflow_out.load(Relaxed),
                 s.overflow_in.load(Relaxed),
-                s.full.load(Relaxed)
+                s.full.load(Relaxed),
+                q.occupancy().2,
+                s.refused.load(Relaxed)
             );
         }
     }
@@ -1561,10 +1643,19 @@ impl<'bound> NvmeDevice<'bound> {
             GFP_KERNEL,
         )?;
 
-        // One blk-mq context per CPU, each allowed as many requests as all queues hold.
+        // One blk-mq context per CPU, all drawing from one set of tags and requests as large
+        // as all queues' slots together: what the controller can hold, not that much per
+        // CPU. blk-mq divides shared tags fairly between the disks (namespaces) of the
+        // controller, never between the contexts of one disk. With shared tags blk-mq would
+        // give the disks mq-deadline; like other multi-queue disks they keep "none".
         let slots = u32::try_from(nr_queues)? * u32::from(depth - 1);
         let tagset = Arc::pin_init(
-            TagSet::new(kernel::cpu::nr_cpu_ids(), slots.min(MAX_TAGS), 1),
+            TagSet::new_with_flags(
+                kernel::cpu::nr_cpu_ids(),
+                slots.min(MAX_TAGS),
+                1,
+                TagSetFlag::TagHctxShared | TagSetFlag::NoSchedByDefault,
+            ),
             GFP_KERNEL,
         )?;
 
@@ -1779,6 +1870,76 @@ mod tests {
     fn order_without_overflow_is_home_only() {
         assert_eq!(queue_order(3, 4, false).count(), 1);
         assert_eq!(queue_order(3, 4, false).next(), Some(3));
+    }
+
+    #[test]
+    fn reserve_is_a_quarter_rounded_up() {
+        assert_eq!(lend_reserve(1), 1);
+        assert_eq!(lend_reserve(3), 1);
+        assert_eq!(lend_reserve(15), 4);
+        assert_eq!(lend_reserve(16), 4);
+        assert_eq!(lend_reserve(1023), 256);
+    }
+
+    #[test]
+    fn own_cpus_take_any_free_slot() {
+        assert!(may_take(1, 15, false));
+        assert!(may_take(15, 15, false));
+        assert!(!may_take(0, 15, false));
+    }
+
+    #[test]
+    fn foreign_cpus_leave_the_reserve() {
+        assert!(may_take(15, 15, true));
+        assert!(may_take(5, 15, true));
+        assert!(!may_take(4, 15, true));
+        assert!(!may_take(0, 15, true));
+        // A queue of one slot never lends it; one of three lends two.
+        assert!(!may_take(1, 1, true));
+        assert!(may_take(2, 3, true));
+        assert!(!may_take(1, 3, true));
+    }
+
+    /// A greedy borrower against a queue whose own CPU keeps `own` requests in flight (taken
+    /// first or after the borrower): how many slots are lent, and whether the own CPU got all
+    /// its slots.
+    fn borrow_all(slots: usize, own: usize, own_first: bool) -> (usize, bool) {
+        let mut free = slots;
+        let mut own_ok = true;
+        let mut take_own = |free: &mut usize| {
+            for _ in 0..own {
+                if may_take(*free, slots, false) {
+                    *free -= 1;
+                } else {
+                    own_ok = false;
+                }
+            }
+        };
+        if own_first {
+            take_own(&mut free);
+        }
+        let mut lent = 0;
+        while may_take(free, slots, true) {
+            free -= 1;
+            lent += 1;
+        }
+        if !own_first {
+            take_own(&mut free);
+        }
+        (lent, own_ok)
+    }
+
+    #[test]
+    fn lending_keeps_own_cpus_served() {
+        // 15 slots, a shallow reader (4) on the lender: lent 7, or 11 while it is idle, and
+        // the reader always gets its 4.
+        assert_eq!(borrow_all(15, 4, true), (7, true));
+        assert_eq!(borrow_all(15, 4, false), (11, true));
+        // Three readers of 8 crowd one CPU, one reader of 8 on each other: each lender gives
+        // 3, so the crowded CPU gets 15 + 3 * 3 = 24.
+        assert_eq!(borrow_all(15, 8, true), (3, true));
+        // An idle lender still keeps its reserve.
+        assert_eq!(borrow_all(15, 0, true), (11, true));
     }
 
     #[test]
