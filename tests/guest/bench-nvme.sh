@@ -1,65 +1,57 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# NVMe benchmark, one boot (use --smp 4):
-#  A. rust_nvme_mq vs the C nvme driver: fio io_uring 4k randread, one job per CPU;
-#  B. the reference's scenario: one reader per CPU (each pinned), reader 0 submitting far more
-#     than a queue holds, small io_queue_depth; rust_nvme_mq overflow=0 vs overflow=1.
-# Configurations alternate in every round; results go out as chunked "BENCH" lines (lib.sh emit).
+# NVMe CPU cost, one boot: rust_nvme_mq vs the C nvme driver on QEMU's emulated NVMe (raw image),
+# fio io_uring 4k randread, JOBS jobs x iodepth 16 (the same load for both drivers, default
+# queue depths). Configurations alternate in every round; results go out as chunked "BENCH"
+# lines plus a "STAT" line of CPU ticks per run (bench-lib.sh).
+#
+# Usage: bench-nvme.sh [ROUNDS] [RUNTIME_S] [JOBS]
+# The host's `make bench` boots this with 1 vCPU under QEMU's icount: the one vCPU is kept
+# busy by JOBS jobs, so guest time is that vCPU's instructions and 1e9 / IOPS the
+# instructions per I/O; the STAT line gives the idle share to check that (bench/report.py
+# divides the busy share only). With more vCPUs job i is pinned to CPU i mod nproc.
 set -euo pipefail
 source /tests/lib.sh
+source /tests/bench-lib.sh
 
-ROUNDS=${1:-5}
-RUNTIME=${2:-8}
+ROUNDS=${1:-3}
+RUNTIME=${2:-3}
+RAMP=${RAMP:-1}     # fio ramp_time (the host passes RAMP=500ms in icount mode)
 NCPU=$(nproc)
-SMALL_DEPTH=8       # io_queue_depth for part B: 7 commands per queue
-HEAVY_IODEPTH=64    # reader 0: far more than its queue holds
-READER_IODEPTH=8    # the other readers
+JOBS=${3:-$((NCPU > 4 ? NCPU : 4))}
+IODEPTH=16
 RUST_DEV=/dev/rnvme0n1
+C_DEV=/dev/nvme0n1
 
-load_rust() { insmod "$MODDIR/rust_nvme_mq.ko" "$@"; wait_dev $RUST_DEV; }
-
-common=(--direct=1 --ioengine=io_uring --rw=randread --bs=4k --time_based --runtime="$RUNTIME"
-        --ramp_time=1 --norandommap --randrepeat=0 --output-format=json)
-
-run_a() { # CONFIG
-    local dev
+attach() { # CONFIG -> prints the device
     case $1 in
-        nvme_rust) load_rust; dev=$RUST_DEV ;;
-        nvme_c) modprobe nvme; wait_dev /dev/nvme0n1; dev=/dev/nvme0n1 ;;
+        nvme_rust) insmod "$MODDIR/rust_nvme_mq.ko"; wait_dev $RUST_DEV; echo $RUST_DEV ;;
+        nvme_c) modprobe nvme; wait_dev $C_DEV; echo $C_DEV ;;
     esac
-    emit "$1" "$round" "$(fio --name=a --filename=$dev "${common[@]}" --iodepth=16 \
-        --numjobs="$NCPU" --group_reporting)"
+}
+detach() {
     case $1 in
         nvme_rust) unload_module rust_nvme_mq ;;
         nvme_c) unload_module nvme ;;
     esac
 }
 
-run_b() { # CONFIG (ovf_off|ovf_on)
-    local overflow=0 jobs=() i depth
-    [[ $1 == ovf_on ]] && overflow=1
-    load_rust io_queue_depth=$SMALL_DEPTH overflow=$overflow
-    for i in $(seq 0 $((NCPU - 1))); do
-        depth=$READER_IODEPTH
-        ((i == 0)) && depth=$HEAVY_IODEPTH
-        jobs+=(--name=reader$i --cpus_allowed=$i --iodepth=$depth)
-    done
-    emit "$1" "$round" "$(fio --filename=$RUST_DEV "${common[@]}" "${jobs[@]}")"
-    cat /sys/kernel/debug/rust_nvme_mq/rnvme0/queues >&2 || true
-    unload_module rust_nvme_mq
-}
-
-echo "bench: filling the namespace once" >&2
-load_rust
-fio --name=fill --filename=$RUST_DEV --direct=1 --ioengine=io_uring --iodepth=16 --rw=write \
-    --bs=128k --size=100% --output-format=terse >/dev/null
-unload_module rust_nvme_mq
-
+jobs=()
+for i in $(seq 0 $((JOBS - 1))); do
+    jobs+=(--name=job$i)
+    ((NCPU == 1)) || jobs+=(--cpus_allowed=$((i % NCPU)))
+done
+echo "bench: nvme CPU cost, $NCPU vCPUs, $JOBS jobs x iodepth $IODEPTH, $ROUNDS rounds of $RUNTIME s" >&2
 for round in $(seq "$ROUNDS"); do
-    run_a nvme_rust
-    run_a nvme_c
-    run_b ovf_off
-    run_b ovf_on
+    for cfg in nvme_rust nvme_c; do
+        dev=$(attach $cfg)
+        # Global options first: fio applies them to every job that follows.
+        bench_fio $cfg "$round" --filename=$dev --direct=1 --ioengine=io_uring --rw=randread \
+            --bs=4k --iodepth=$IODEPTH --time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
+            --norandommap --randrepeat=1 --group_reporting "${jobs[@]}"
+        [[ $cfg == nvme_rust ]] && queues $cfg "$round"
+        detach $cfg
+    done
 done
 kernel_clean
 echo "bench: done"

@@ -2,12 +2,17 @@
 # SPDX-License-Identifier: GPL-2.0
 # pmem benchmark, one boot: rust_pmem nowait=0/1, C nd_pmem nowait=0/1 (reference patch), brd.
 # Configurations alternate (A B C D E, A B C D E, ...) for ROUNDS rounds; every fio result is
-# printed as numbered "BENCH <config> <round> <chunk> <text>" lines for the host to summarise.
+# printed as numbered "BENCH <config> <round> <chunk> <text>" lines for the host to summarise,
+# with the CPU time of the run as a "STAT" line (bench-lib.sh). Under QEMU's icount the run
+# time is guest instructions (10^9 per second, over all vCPUs), so 1e9 / IOPS is the number of
+# guest instructions per I/O.
 set -euo pipefail
 source /tests/lib.sh
+source /tests/bench-lib.sh
 
 ROUNDS=${1:-5}
 RUNTIME=${2:-8}
+RAMP=${RAMP:-1}     # fio ramp_time (the host passes RAMP=500ms in icount mode)
 JOBS=$(nproc)
 IODEPTH=32
 CONFIGS=(rust_nowait0 rust_nowait1 c_nowait0 c_nowait1 brd)
@@ -46,10 +51,9 @@ unload_module rust_pmem
 for round in $(seq "$ROUNDS"); do
     for cfg in "${CONFIGS[@]}"; do
         dev=$(attach "$cfg")
-        json=$(fio --name=bench --filename="$dev" --direct=1 --ioengine=io_uring --iodepth=$IODEPTH \
-            --rw=randread --bs=4k --numjobs="$JOBS" --group_reporting --time_based \
-            --runtime="$RUNTIME" --ramp_time=1 --norandommap --randrepeat=0 --output-format=json)
-        emit "$cfg" "$round" "$json"
+        bench_fio "$cfg" "$round" --name=bench --filename="$dev" --direct=1 --ioengine=io_uring \
+            --iodepth=$IODEPTH --rw=randread --bs=4k --numjobs="$JOBS" --group_reporting \
+            --time_based --runtime="$RUNTIME" --ramp_time="$RAMP" --norandommap --randrepeat=1
         detach "$cfg"
     done
 done

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers shared by the guest benchmark scripts (bench-*.sh); source after /tests/lib.sh.
+#
+# Every measurement goes to the console as lines the host's bench/report.py reads:
+#   BENCH <config> <round> <chunk#> <text>   fio's JSON output, in chunks (lib.sh emit)
+#   STAT <config> <round> <user> <nice> <system> <idle> <iowait> <irq> <softirq> <steal>
+#                                            /proc/stat "cpu" line (all CPUs, USER_HZ ticks),
+#                                            difference over the fio run
+#   QUEUES <config> <round> <line>           rust_nvme_mq's debugfs queue counters after a run
+#   INFO <config> <round> <text>             anything else worth keeping (IRQ affinity, ...)
+
+cpu_ticks() { # -> the 8 first numbers of /proc/stat's "cpu" line
+    local _cpu rest
+    read -r _cpu rest </proc/stat
+    set -- $rest
+    echo "$1 $2 $3 $4 $5 $6 $7 $8"
+}
+
+# bench_fio CONFIG ROUND FIO-ARGS...: run fio (JSON output), emit its result and the CPU time
+# the whole guest spent during the run. fails with fio's own output if fio fails.
+bench_fio() {
+    local cfg=$1 rnd=$2 before after json i
+    shift 2
+    before=($(cpu_ticks))
+    if ! json=$(fio --output-format=json "$@" 2>/tmp/fio.err); then
+        echo "bench: fio failed for $cfg (round $rnd): $(tail -n 5 /tmp/fio.err)" >&2
+        return 1
+    fi
+    after=($(cpu_ticks))
+    local delta=()
+    for i in 0 1 2 3 4 5 6 7; do delta+=($((after[i] - before[i]))); done
+    echo "STAT $cfg $rnd ${delta[*]}"
+    emit "$cfg" "$rnd" "$json"
+}
+
+# queues CONFIG ROUND: print rust_nvme_mq's per-queue counters (whatever columns it has).
+NVME_QUEUES_FILE=/sys/kernel/debug/rust_nvme_mq/rnvme0/queues
+queues() {
+    local line
+    if [[ ! -r $NVME_QUEUES_FILE ]]; then
+        echo "INFO $1 $2 no $NVME_QUEUES_FILE"
+        return 0
+    fi
+    while IFS= read -r line; do echo "QUEUES $1 $2 $line"; done <$NVME_QUEUES_FILE
+}
+
+# expand_cpus LIST: "0-1,3" -> "0 1 3"
+expand_cpus() {
+    local part out=()
+    for part in ${1//,/ }; do
+        if [[ $part == *-* ]]; then out+=($(seq "${part%-*}" "${part#*-}"));
+        else out+=("$part"); fi
+    done
+    echo "${out[*]}"
+}
