@@ -11,13 +11,15 @@
 //! BAR0 is mapped, CAP and VS are read, the controller is disabled (waiting for CSTS.RDY to
 //! clear within CAP.TO), the admin queue pair is allocated in DMA coherent memory and the
 //! controller enabled (CSTS.RDY within CAP.TO; CSTS.CFS or the timeout fail the probe with a
-//! message). Admin commands are polled (they only run at probe and removal). Identify
+//! message). Admin commands are polled (they only run at probe, reset and for an Abort), each
+//! for at most `admin_timeout` seconds. Identify
 //! Controller gives MDTS, the optional commands (ONCS) and the volatile write cache (VWC);
 //! Set Features (Number of Queues) asks for one I/O queue pair per CPU (or `nr_io_queues`),
 //! and one completion queue plus one submission queue is created per granted pair, each
 //! completion queue with its own MSI-X vector (queues share vectors round robin when fewer
 //! vectors are granted; vector 0 is the admin queue's). Removal waits for the disks to
-//! drain, then shuts the controller down with CC.SHN and waits for CSTS.SHST.
+//! drain, then shuts the controller down with CC.SHN and waits for CSTS.SHST. Each disk's
+//! parent device is the PCI function.
 //!
 //! # Queue selection and overflow
 //!
@@ -36,6 +38,14 @@
 //! at most `io_queue_depth - 1` commands (one entry stays empty to tell full from empty), so
 //! neither the submission nor the completion queue can overrun.
 //!
+//! # CPU hotplug
+//!
+//! The interrupt core shuts a managed vector down when the last CPU of its mask goes offline,
+//! so no request is submitted (home or lent) to a queue whose vector has no online CPU.
+//! Commands already on such a queue complete without an interrupt: they are reaped when a
+//! submission passes the queue by, when the vector starts again, or by the timeout handler,
+//! which reaps a command's completion queue before it aborts the command.
+//!
 //! Per-queue counters (submitted, completed, overflowed out of / into the queue, own
 //! requests that found it full, in flight, slots lent now and at most, borrow attempts
 //! refused, the reserve) are in debugfs, `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/queues`,
@@ -51,7 +61,8 @@
 //!
 //! # Timeouts
 //!
-//! A command that exceeds the queue's `io_timeout` gets an Abort and one more timeout; if it
+//! A command that exceeds the queue's `io_timeout` (the module parameter, in seconds, sets it
+//! at probe) and is not found on its completion queue gets an Abort and one more timeout; if it
 //! is still not done, the controller is reset: submissions are retried later meanwhile, the
 //! controller is disabled, every request it held fails with an I/O error, then the admin
 //! queue, the queue count and the I/O queue pairs are set up again. A controller that does
@@ -68,6 +79,7 @@ use kernel::{
         Command, MappedSegment, Operations, Request, TagSet, TagSetFlag, TimeoutReturn,
     },
     cpu::CpuId,
+    cpumask::{Cpumask, CpumaskVar},
     debugfs,
     device::{self, Core},
     dma::{Coherent, DataDirection},
@@ -83,7 +95,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         new_mutex, new_spinlock_irq, Arc, ArcBorrow, Mutex, SpinLockIrq,
     },
-    time::{delay::fsleep, Delta},
+    time::{delay::fsleep, Delta, Instant, Monotonic},
 };
 
 module! {
@@ -108,6 +120,16 @@ module! {
             description: "Number of I/O queue pairs (0: one per CPU)",
             perm: 0o444,
         },
+        io_timeout: u32 {
+            default: 30,
+            description: "Timeout of I/O commands in seconds (1..=3600)",
+            perm: 0o444,
+        },
+        admin_timeout: u32 {
+            default: 60,
+            description: "Timeout of admin commands in seconds (1..=3600)",
+            perm: 0o444,
+        },
     },
 }
 
@@ -115,6 +137,8 @@ module! {
 const MIN_QUEUE_DEPTH: u32 = 2;
 /// Largest queue the NVMe specification allows (CAP.MQES is a 0's based 16-bit field).
 const MAX_QUEUE_DEPTH: u32 = 1 << 16;
+/// Range of `io_timeout` and `admin_timeout`, in seconds.
+const TIMEOUT_RANGE_S: core::ops::RangeInclusive<u32> = 1..=3600;
 
 /// Controller registers (NVMe base specification, "Controller Registers").
 mod regs {
@@ -317,8 +341,6 @@ use cmd::Sqe;
 
 /// Entries of the admin queues (only used at probe and removal).
 const ADMIN_DEPTH: u16 = 32;
-/// How long an admin command may take.
-const ADMIN_TIMEOUT_MS: u32 = 10_000;
 /// How long to wait for a shutdown to complete.
 const SHUTDOWN_TIMEOUT_MS: u32 = 5_000;
 /// PRP list entries per command slot: the largest request is this many pages.
@@ -612,10 +634,12 @@ struct AdminQueue {
     head: u16,
     phase: bool,
     next_cid: u16,
+    /// How long a command may take (`admin_timeout`).
+    timeout: Delta,
 }
 
 impl AdminQueue {
-    fn new(dev: &device::Device<device::Bound>) -> Result<Self> {
+    fn new(dev: &device::Device<device::Bound>, timeout: Delta) -> Result<Self> {
         Ok(Self {
             sq: Coherent::<u32>::zeroed_slice(
                 dev,
@@ -631,6 +655,7 @@ impl AdminQueue {
             head: 0,
             phase: true,
             next_cid: 0,
+            timeout,
         })
     }
 
@@ -655,7 +680,8 @@ impl AdminQueue {
         }
         self.tail = (self.tail + 1) % ADMIN_DEPTH;
         regs.sq_doorbell(0, self.tail);
-        for _ in 0..ADMIN_TIMEOUT_MS {
+        let start = Instant::<Monotonic>::now();
+        loop {
             loop {
                 let base = usize::from(self.head) * cmd::CQE_DWORDS;
                 let dw3: u32 = io_read!(self.cq, [panic: base + 3]);
@@ -675,9 +701,11 @@ impl AdminQueue {
             if regs.read32(regs::CSTS) & regs::CSTS_CFS != 0 {
                 return Err(EIO);
             }
+            if start.elapsed() > self.timeout {
+                return Err(ETIMEDOUT);
+            }
             fsleep(Delta::from_millis(1));
         }
-        Err(ETIMEDOUT)
     }
 
     /// Run an Identify command and return the 4 KiB data structure.
@@ -751,6 +779,8 @@ struct QueueStats {
     full: Atomic<u64>,
     /// Submissions of foreign CPUs turned away by the lending rule (reserve or full).
     refused: Atomic<u64>,
+    /// Submissions that passed this queue by because no CPU of its vector was online.
+    offline: Atomic<u64>,
 }
 
 impl QueueStats {
@@ -762,6 +792,7 @@ impl QueueStats {
             overflow_in: Atomic::new(0),
             full: Atomic::new(0),
             refused: Atomic::new(0),
+            offline: Atomic::new(0),
         }
     }
 }
@@ -812,6 +843,9 @@ enum SubmitError {
     /// The queue has no free slot (or none it may lend); the request comes back for another
     /// queue.
     Full(ARef<Request<NvmeOps>>),
+    /// No CPU of the queue's interrupt vector is online, so its completions would raise no
+    /// interrupt; the request comes back for another queue.
+    Offline(ARef<Request<NvmeOps>>),
     /// The request cannot be carried out.
     Failed(Error),
 }
@@ -958,18 +992,29 @@ impl IoQueue {
     }
 
     /// Submit `rq` to this queue if the lending rule lets it have a free slot; `foreign`: the
-    /// request comes from a CPU whose home queue is another one.
+    /// request comes from a CPU whose home queue is another one. `cpus`: the CPUs of the
+    /// queue's interrupt vector, if it has managed affinity; the queue is only used while one
+    /// of them is online.
     fn submit(
         &self,
         ns: &Namespace,
         rq: ARef<Request<NvmeOps>>,
         foreign: bool,
         lose: bool,
+        cpus: Option<&Cpumask>,
     ) -> Result<(), SubmitError> {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         if !st.accepting {
             return Err(SubmitError::Failed(ENOMEM));
+        }
+        // The interrupt core shuts a managed vector down when the last CPU of its mask goes
+        // offline. Checked with the lock held, so with interrupts off on this CPU: a CPU
+        // cannot leave the online mask (that happens in stop_machine) until the command is
+        // on the queue, where a later reap finds it (see `NvmeOps::queue_rq` and `timeout`).
+        if cpus.is_some_and(|cpus| !cpus.intersects(Cpumask::online())) {
+            self.stats.offline.add(1, Relaxed);
+            return Err(SubmitError::Offline(rq));
         }
         if !may_take(st.free.len(), self.slots(), foreign) {
             if foreign {
@@ -1155,6 +1200,9 @@ struct Ctrl {
     overflow: bool,
     /// The home queue of each CPU: the one whose interrupt is delivered to that CPU.
     home: KVec<u16>,
+    /// The CPUs of each queue's interrupt vector (managed affinity), by queue index; `None`
+    /// when the queues share vector 0, which is not managed.
+    vector_cpus: KVec<Option<CpumaskVar>>,
     regs: Arc<Regs>,
     cap: u64,
     /// The admin queue, for Identify at probe and Abort on timeouts.
@@ -1181,6 +1229,22 @@ impl Ctrl {
             }
         }
         false
+    }
+
+    /// The queue index of the command of `rq`, if it is on a queue.
+    fn find(&self, rq: &Request<NvmeOps>) -> Option<usize> {
+        self.queues.iter().position(|q| {
+            q.state
+                .lock()
+                .slots
+                .iter()
+                .any(|slot| slot.rq.as_ref().is_some_and(|r| core::ptr::eq(&**r, rq)))
+        })
+    }
+
+    /// The CPUs of the interrupt vector of queue `qi`, if it has managed affinity.
+    fn cpus(&self, qi: usize) -> Option<&Cpumask> {
+        self.vector_cpus.get(qi).and_then(|c| c.as_deref())
     }
 
     /// Find the command of `rq`: its queue index and command id, and whether it had already
@@ -1285,7 +1349,7 @@ impl Operations for NvmeOps {
         let lose = ctrl.take_lose();
         for qi in queue_order(home, nr_queues, ctrl.overflow) {
             let queue = &ctrl.queues[qi];
-            match queue.submit(&ns, rq, qi != home, lose) {
+            match queue.submit(&ns, rq, qi != home, lose, ctrl.cpus(qi)) {
                 Ok(()) => {
                     if qi != home {
                         ctrl.queues[home].stats.overflow_out.add(1, Relaxed);
@@ -1294,6 +1358,12 @@ impl Operations for NvmeOps {
                     return Ok(());
                 }
                 Err(SubmitError::Full(back)) => rq = back,
+                Err(SubmitError::Offline(back)) => {
+                    rq = back;
+                    // Commands submitted just before the vector went down complete without
+                    // an interrupt: reap them here (and in `timeout`).
+                    queue.process_completions();
+                }
                 Err(SubmitError::Failed(e)) => return Err(e),
             }
         }
@@ -1307,11 +1377,26 @@ impl Operations for NvmeOps {
     /// A command timed out: send an Abort for it (it then completes with an error, or
     /// normally if it was only slow), and give it one more timeout. If it times out again, or
     /// the Abort itself fails, the controller is disabled and every request failed.
+    ///
+    /// First the command's completion queue is reaped: a command that completed while the
+    /// queue's interrupt vector was shut down (its CPUs went offline) raised no interrupt and
+    /// is found there.
     fn timeout(ns: ArcBorrow<'_, Namespace>, rq: &Request<Self>) -> TimeoutReturn {
         let ctrl = &ns.ctrl;
+        if let Some(qi) = ctrl.find(rq) {
+            let queue = &ctrl.queues[qi];
+            if queue.process_completions() && ctrl.find(rq).is_none() {
+                pr_info!(
+                    "rnvme{}: queue {}: request completed without an interrupt, found by polling\n",
+                    ctrl.index,
+                    queue.qid
+                );
+                return TimeoutReturn::Done;
+            }
+        }
         let Some((qi, cid, aborted_before)) = ctrl.find_and_mark(rq) else {
-            // Completed meanwhile.
-            return TimeoutReturn::ResetTimer;
+            // Ended meanwhile (or being ended by whoever took it off its slot).
+            return TimeoutReturn::Done;
         };
         let qid = ctrl.queues[qi].qid;
         if !aborted_before {
@@ -1351,14 +1436,14 @@ impl core::fmt::Debug for StatsFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(
             f,
-            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve"
+            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips"
         )?;
         for q in self.0.queues.iter() {
             let s = &q.stats;
             let (in_flight, lent, lent_max) = q.occupancy();
             writeln!(
                 f,
-                "{} {} {} {} {} {} {} {} {} {} {}",
+                "{} {} {} {} {} {} {} {} {} {} {} {}",
                 q.qid,
                 s.submitted.load(Relaxed),
                 s.completed.load(Relaxed),
@@ -1369,7 +1454,8 @@ impl core::fmt::Debug for StatsFile {
                 lent,
                 lent_max,
                 s.refused.load(Relaxed),
-                lend_reserve(q.slots())
+                lend_reserve(q.slots()),
+                s.offline.load(Relaxed)
             )?;
         }
         Ok(())
@@ -1465,6 +1551,8 @@ impl<'bound> NvmeDevice<'bound> {
     fn probe(pdev: &'bound pci::Device<Core<'_>>) -> Result<Self> {
         let depth = module_parameters::io_queue_depth.value();
         let overflow = module_parameters::overflow.value();
+        let io_timeout = Delta::from_secs(module_parameters::io_timeout.value().into());
+        let admin_timeout = Delta::from_secs(module_parameters::admin_timeout.value().into());
         let dev: &device::Device<device::Bound> = pdev.as_ref();
 
         pdev.enable_device_mem()?;
@@ -1517,7 +1605,7 @@ impl<'bound> NvmeDevice<'bound> {
         })?;
 
         // Admin queue, enable.
-        let mut admin = AdminQueue::new(dev)?;
+        let mut admin = AdminQueue::new(dev, admin_timeout)?;
         let enable = enable_controller(&regs, &admin, cap);
         // From here on, dropping `enabled` shuts the controller down before the queue memory
         // declared earlier is freed.
@@ -1625,6 +1713,16 @@ impl<'bound> NvmeDevice<'bound> {
             home.push(u16::try_from(q)?, GFP_KERNEL)?;
         }
 
+        // The CPUs of each queue's vector, to skip queues whose vector has no online CPU.
+        let mut vector_cpus = KVec::with_capacity(nr_queues, GFP_KERNEL)?;
+        for i in 0..nr_queues {
+            let cpus = match irqs.affinity(queue_vector(i, nr_vectors)) {
+                Some(mask) if nr_vectors > 1 => Some(CpumaskVar::try_clone(mask)?),
+                _ => None,
+            };
+            vector_cpus.push(cpus, GFP_KERNEL)?;
+        }
+
         let ctrl_regs = regs.clone();
         let ctrl: Arc<Ctrl> = Arc::pin_init(
             try_pin_init!(Ctrl {
@@ -1632,6 +1730,7 @@ impl<'bound> NvmeDevice<'bound> {
                 queues,
                 overflow,
                 home,
+                vector_cpus,
                 regs: ctrl_regs,
                 cap,
                 admin <- new_mutex!(admin),
@@ -1701,7 +1800,9 @@ impl<'bound> NvmeDevice<'bound> {
                 .physical_block_size(block)?
                 .max_hw_sectors(max_sectors)
                 .max_segments(MAX_SEGMENTS as u16)
-                .virt_boundary_mask(PAGE_SIZE - 1)?;
+                .virt_boundary_mask(PAGE_SIZE - 1)?
+                .rq_timeout(io_timeout)
+                .parent(dev);
             if vwc {
                 builder = builder.write_cache(true);
             }
@@ -1820,6 +1921,19 @@ fn check_params() -> Result {
         pr_err!("io_queue_depth={depth} is out of range ({MIN_QUEUE_DEPTH}..={MAX_QUEUE_DEPTH})\n");
         return Err(EINVAL);
     }
+    for (name, value) in [
+        ("io_timeout", module_parameters::io_timeout.value()),
+        ("admin_timeout", module_parameters::admin_timeout.value()),
+    ] {
+        if !TIMEOUT_RANGE_S.contains(&value) {
+            pr_err!(
+                "{name}={value} is out of range ({}..={} seconds)\n",
+                TIMEOUT_RANGE_S.start(),
+                TIMEOUT_RANGE_S.end()
+            );
+            return Err(EINVAL);
+        }
+    }
     Ok(())
 }
 
@@ -1836,10 +1950,12 @@ impl kernel::InPlaceModule for RustNvmeMq {
             check_params()?;
             PARAM_ERROR.store(0, Relaxed);
             pr_info!(
-                "loaded: overflow={} io_queue_depth={} nr_io_queues={}\n",
+                "loaded: overflow={} io_queue_depth={} nr_io_queues={} io_timeout={} admin_timeout={}\n",
                 module_parameters::overflow.value(),
                 module_parameters::io_queue_depth.value(),
-                module_parameters::nr_io_queues.value()
+                module_parameters::nr_io_queues.value(),
+                module_parameters::io_timeout.value(),
+                module_parameters::admin_timeout.value()
             );
             Ok(try_pin_init!(Self {
                 _driver <- driver::Registration::new(c"rust_nvme_mq", module),

@@ -223,8 +223,10 @@ test_rmmod_under_load() {
     load_nvme
     fio --name=load --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 --rw=randrw \
         --bs=4k --numjobs=2 --time_based --runtime=6 >/tmp/fio.out 2>&1 &
-    local pid=$!
-    sleep 2
+    local pid=$! i
+    # Until fio has the disk open (it can take seconds to start on a busy host).
+    for i in $(seq 50); do [[ $(cat /sys/module/rust_nvme_mq/refcnt) -gt 0 ]] && break; sleep 0.1; done
+    sleep 1
     if rmmod rust_nvme_mq 2>/tmp/err; then fail "rmmod succeeded with the disk open"; fi
     grep -i "in use" /tmp/err || { cat /tmp/err; fail "no 'in use' message"; }
     wait $pid || { cat /tmp/fio.out; fail "fio failed while rmmod was refused"; }
@@ -261,11 +263,11 @@ test_timeout_abort_reset() {
     # after another one it resets the controller: that request fails with EIO, the others
     # in flight too, and the disk works again with its data intact.
     dmesg -c >/dev/null
-    load_nvme
+    load_nvme io_timeout=1
+    expect_eq "queue io_timeout (ms) from io_timeout=1" "$(cat /sys/block/rnvme0n1/queue/io_timeout)" 1000
     local k=/sys/kernel/debug/rust_nvme_mq/rnvme0
     head -c $((4 << 20)) /dev/urandom >/tmp/known
     dd if=/tmp/known of=$DEV bs=1M seek=200 oflag=direct,sync status=none
-    echo 1000 >/sys/block/rnvme0n1/queue/io_timeout
     echo 1 >$k/lose_commands
     if dd if=$DEV of=/dev/null bs=4k count=1 skip=100 iflag=direct status=none; then
         fail "the lost read did not fail"
@@ -285,7 +287,117 @@ test_timeout_abort_reset() {
     wait $pid || echo "fio saw the failed requests (expected)"
     [[ $(dmesg | grep -c "controller reset done") -ge 2 ]] || fail "no second reset"
     fio_verify $DEV --size=16m
-    echo 30000 >/sys/block/rnvme0n1/queue/io_timeout
+    unload_nvme
+}
+
+# io_timeout / admin_timeout (seconds, like nvme_core's): shown in sysfs, io_timeout is the
+# disks' request timeout, out-of-range values refuse the load with a message.
+test_timeout_params() {
+    load_nvme
+    expect_eq "io_timeout default" "$(param rust_nvme_mq io_timeout)" 30
+    expect_eq "admin_timeout default" "$(param rust_nvme_mq admin_timeout)" 60
+    expect_eq "queue io_timeout (ms)" "$(cat /sys/block/rnvme0n1/queue/io_timeout)" 30000
+    unload_nvme
+    load_nvme io_timeout=7 admin_timeout=9
+    expect_eq io_timeout "$(param rust_nvme_mq io_timeout)" 7
+    expect_eq admin_timeout "$(param rust_nvme_mq admin_timeout)" 9
+    expect_eq "queue io_timeout (ms)" "$(cat /sys/block/rnvme0n1/queue/io_timeout)" 7000
+    fio_verify $DEV --size=8m
+    unload_nvme
+    local bad
+    for bad in io_timeout=0 admin_timeout=0 io_timeout=3601 admin_timeout=100000 io_timeout=banana; do
+        dmesg -c >/dev/null
+        if insmod "$MODDIR/rust_nvme_mq.ko" $bad 2>/tmp/err; then
+            rmmod rust_nvme_mq; fail "insmod $bad succeeded"
+        fi
+        [[ ! -e /sys/module/rust_nvme_mq ]] || fail "module stayed loaded after $bad"
+        dmesg | grep -E "rust_nvme_mq: ($bad is out of range \(1..=3600 seconds\)|\`${bad#*=}' invalid for parameter \`${bad%=*}')" \
+            || { cat /tmp/err; dmesg | tail -n 5; fail "no clear message for $bad"; }
+    done
+}
+
+# The disk's parent is the PCI function: /sys/block/rnvme0n1/device is the bound PCI device.
+test_disk_parent() {
+    load_nvme
+    local bdf dev pci
+    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    dev=$(readlink -f /sys/block/rnvme0n1/device) || fail "no device link"
+    pci=$(readlink -f "/sys/bus/pci/drivers/rust_nvme_mq/$bdf")
+    echo "rnvme0n1 -> $dev ($bdf)"
+    expect_eq "disk's device" "$dev" "$pci"
+    expect_eq "device bdf" "$(basename "$dev")" "$bdf"
+    [[ $(readlink -f /sys/block/rnvme0n1) == "$pci"/* ]] || fail "disk not under the PCI device in sysfs"
+    unload_nvme
+}
+
+# CPU hotplug with overflow and tiny queues: a queue whose (managed) interrupt vector has no
+# online CPU gets no command, and I/O keeps running with no error or stall while CPUs go
+# offline and online.
+hotplug_loop() { # take CPUs 1..NCPU-1 offline and online again until /tmp/hotplug.stop exists
+    local c
+    while [[ ! -e /tmp/hotplug.stop ]]; do
+        for c in $(seq 1 $((NCPU - 1))); do
+            echo 0 >/sys/devices/system/cpu/cpu$c/online
+            sleep 0.3
+            echo 1 >/sys/devices/system/cpu/cpu$c/online
+            echo "$c" >>/tmp/hotplug.count
+            sleep 0.2
+        done
+    done
+}
+
+test_cpu_hotplug() {
+    ((NCPU >= 2)) || { echo "needs 2 CPUs"; return 0; }
+    local last=$((NCPU - 1)) cpu=/sys/devices/system/cpu q home="" before=() n fail_msg
+    [[ -e $cpu/cpu$last/online ]] || fail "no CPU hotplug (CONFIG_HOTPLUG_CPU) in this kernel"
+    dmesg -c >/dev/null
+    load_nvme io_queue_depth=4 overflow=1
+    # The home queue of the last CPU: the one that takes its reads at queue depth 1.
+    for q in $(seq 1 4); do before[$q]=$(qstat $q submitted 2>/dev/null || echo 0); done
+    taskset -c $last dd if=$DEV of=/dev/null bs=4k count=64 iflag=direct status=none
+    for q in $(seq 1 4); do
+        n=$(qstat $q submitted 2>/dev/null || echo 0)
+        [[ $((n - ${before[$q]})) -lt 64 ]] || home=$q
+    done
+    [[ -n $home ]] || { cat "$STATS"; fail "no home queue for CPU $last"; }
+    echo "CPU $last's home queue: $home"
+    # That CPU offline: a deep load from CPU 0 overflows into the other queues, never into
+    # the offline CPU's queue.
+    echo 0 >$cpu/cpu$last/online
+    before[$home]=$(qstat $home submitted)
+    taskset -c 0 fio --name=off --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 \
+        --rw=randwrite --bs=4k --size=16m --verify=crc32c --verify_fatal=1 --do_verify=1 \
+        --output-format=terse >/tmp/fio.out 2>&1 || fail_msg="fio with CPU $last offline"
+    echo 1 >$cpu/cpu$last/online
+    cat "$STATS"
+    [[ -z ${fail_msg-} ]] || { cat /tmp/fio.out; fail "$fail_msg"; }
+    expect_eq "commands on the offline CPU's queue" "$(qstat $home submitted)" "${before[$home]}"
+    [[ $(qstat $home offline_skips) -gt 0 ]] || fail "the offline CPU's queue was never skipped"
+    [[ $(sum_col overflow_in) -gt 0 ]] || fail "no overflow: the load is too light"
+    # CPUs 1.. go offline and online, one at a time, under pinned verify jobs (started first:
+    # a job cannot be pinned to a CPU that is offline; the kernel moves it while its CPU is).
+    rm -f /tmp/hotplug.stop /tmp/hotplug.count
+    local size=$((24 << 20)) pid loop
+    fio --name=hotplug --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 \
+        --rw=randwrite --bs=4k --size=$size --offset_increment=$size --numjobs=$NCPU \
+        --cpus_allowed=0-$last --cpus_allowed_policy=split --verify=crc32c --verify_fatal=1 \
+        --do_verify=1 --group_reporting --output-format=terse >/tmp/fio.out 2>&1 &
+    pid=$!
+    sleep 3
+    hotplug_loop &
+    loop=$!
+    wait $pid || fail_msg="fio verify during CPU hotplug"
+    touch /tmp/hotplug.stop
+    wait $loop || true
+    for q in $(seq 1 $last); do echo 1 >$cpu/cpu$q/online 2>/dev/null || true; done
+    cat "$STATS"
+    echo "offline/online cycles: $(wc -l </tmp/hotplug.count)"
+    [[ -z ${fail_msg-} ]] || { cat /tmp/fio.out; fail "$fail_msg"; }
+    [[ $(wc -l </tmp/hotplug.count) -ge 3 ]] || fail "fewer than 3 offline/online cycles ran"
+    if dmesg | grep -E "rnvme.*(timed out|abort|reset|found by polling)"; then
+        fail "timeouts or resets during CPU hotplug"
+    fi
+    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
     unload_nvme
 }
 
@@ -324,5 +436,8 @@ t nvme_depth_above_mqes_rejected test_depth_above_mqes
 t nvme_rmmod_under_load_refused test_rmmod_under_load
 t nvme_unbind_under_load_clean test_unbind_under_load
 t nvme_timeout_abort_reset test_timeout_abort_reset
+t nvme_timeout_params test_timeout_params
+t nvme_disk_parent_is_pci_device test_disk_parent
+t nvme_cpu_hotplug_overflow test_cpu_hotplug
 t nvme_cli_cross_check test_nvme_cli
 t nvme_no_kernel_warnings test_no_kernel_warnings
