@@ -122,15 +122,21 @@ impl PmemQueue {
     }
 
     /// The bytes `rq` covers; fails if any of them lies beyond the end of the memory.
+    #[inline]
     fn range_of(&self, rq: &Request<PmemOps>) -> Result<ByteRange> {
-        ByteRange::of_request(rq.sector(), rq.bytes(), self.mem.size()).inspect_err(|_| {
-            kernel::pr_warn_once!(
-                "rpmem{}: request beyond the end: sector {} + {} bytes\n",
-                self.index,
-                rq.sector(),
-                rq.bytes()
-            )
-        })
+        ByteRange::of_request(rq.sector(), rq.bytes(), self.mem.size())
+            .inspect_err(|_| self.warn_beyond_end(rq))
+    }
+
+    /// Report (once) a request that does not fit, kept out of the request path.
+    #[cold]
+    fn warn_beyond_end(&self, rq: &Request<PmemOps>) {
+        kernel::pr_warn_once!(
+            "rpmem{}: request beyond the end: sector {} + {} bytes\n",
+            self.index,
+            rq.sector(),
+            rq.bytes()
+        );
     }
 }
 
@@ -184,6 +190,11 @@ fn create_disk(index: usize, range: pmem::Range, nowait: bool) -> Result<GenDisk
         .write_cache(true)
         .synchronous(true)
         .nowait(nowait)
+        // Like the bio-based C driver: no I/O statistics (a clock read and per-CPU counters per
+        // request) and no merge attempt per bio; both can be turned on in sysfs (`iostats`,
+        // `nomerges`).
+        .io_stat(false)
+        .merges(false)
         .max_hw_sectors(u32::MAX)
         .max_discard_sectors(MAX_ZERO_SECTORS)
         .max_write_zeroes_sectors(MAX_ZERO_SECTORS)
