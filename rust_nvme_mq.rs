@@ -961,10 +961,12 @@ impl IoQueue {
         if blocks == 0 {
             return Err(EINVAL);
         }
-        rq.for_each_segment(|seg| {
-            let map = seg.dma_map(&self.dev, dir).map_err(|_| EIO)?;
+        // One mapping per physically contiguous run: behind an IOMMU, pieces mapped one by one
+        // would get unrelated bus addresses that PRPs cannot describe.
+        rq.dma_map_segments(&self.dev, dir, |map| {
             maps.push(map, GFP_ATOMIC).map_err(|_| EIO)
-        })?;
+        })
+        .map_err(|_| EIO)?;
         let mut list = [0u64; PRP_LIST_ENTRIES];
         let prps = build_prps(
             maps.iter().map(|m| (m.dma_address(), m.len())),
