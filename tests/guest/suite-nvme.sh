@@ -348,27 +348,38 @@ hotplug_loop() { # take CPUs 1..NCPU-1 offline and online again until /tmp/hotpl
 
 test_cpu_hotplug() {
     ((NCPU >= 2)) || { echo "needs 2 CPUs"; return 0; }
-    local last=$((NCPU - 1)) cpu=/sys/devices/system/cpu q home="" before=() n fail_msg
+    local last=$((NCPU - 1)) cpu=/sys/devices/system/cpu q c home="" before=() n fail_msg
+    local nq homes=() next off=""
     [[ -e $cpu/cpu$last/online ]] || fail "no CPU hotplug (CONFIG_HOTPLUG_CPU) in this kernel"
     dmesg -c >/dev/null
     load_nvme io_queue_depth=4 overflow=1
-    # The home queue of the last CPU: the one that takes its reads at queue depth 1.
-    for q in $(seq 1 4); do before[$q]=$(qstat $q submitted 2>/dev/null || echo 0); done
-    taskset -c $last dd if=$DEV of=/dev/null bs=4k count=64 iflag=direct status=none
-    for q in $(seq 1 4); do
-        n=$(qstat $q submitted 2>/dev/null || echo 0)
-        [[ $((n - ${before[$q]})) -lt 64 ]] || home=$q
+    nq=$(grep -cE '^[0-9]' "$STATS")
+    # Each CPU's home queue: the one that takes its reads at queue depth 1.
+    for c in $(seq 0 $last); do
+        for q in $(seq 1 "$nq"); do before[$q]=$(qstat $q submitted); done
+        taskset -c $c dd if=$DEV of=/dev/null bs=4k count=64 iflag=direct status=none
+        for q in $(seq 1 "$nq"); do
+            n=$(qstat $q submitted)
+            [[ $((n - ${before[$q]})) -lt 64 ]] || homes[$c]=$q
+        done
+        [[ -n ${homes[$c]-} ]] || { cat "$STATS"; fail "no home queue for CPU $c"; }
     done
-    [[ -n $home ]] || { cat "$STATS"; fail "no home queue for CPU $last"; }
-    echo "CPU $last's home queue: $home"
+    echo "home queues of CPUs 0-$last: ${homes[*]}"
+    # Take offline a CPU whose queue is the first one CPU 0 overflows into (the queue after
+    # its own, round robin), so that overflow from CPU 0 must pass it by.
+    next=$((homes[0] % nq + 1))
+    for c in $(seq 1 $last); do [[ ${homes[$c]} != "$next" ]] || off=$c; done
+    [[ -n $off ]] || fail "no CPU other than 0 has queue $next as its home (homes: ${homes[*]})"
+    home=$next
+    echo "CPU $off (home queue $home) goes offline; CPU 0's queue is ${homes[0]}"
     # That CPU offline: a deep load from CPU 0 overflows into the other queues, never into
     # the offline CPU's queue.
-    echo 0 >$cpu/cpu$last/online
+    echo 0 >$cpu/cpu$off/online
     before[$home]=$(qstat $home submitted)
     taskset -c 0 fio --name=off --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 \
         --rw=randwrite --bs=4k --size=16m --verify=crc32c --verify_fatal=1 --do_verify=1 \
-        --output-format=terse >/tmp/fio.out 2>&1 || fail_msg="fio with CPU $last offline"
-    echo 1 >$cpu/cpu$last/online
+        --output-format=terse >/tmp/fio.out 2>&1 || fail_msg="fio with CPU $off offline"
+    echo 1 >$cpu/cpu$off/online
     cat "$STATS"
     [[ -z ${fail_msg-} ]] || { cat /tmp/fio.out; fail "$fail_msg"; }
     expect_eq "commands on the offline CPU's queue" "$(qstat $home submitted)" "${before[$home]}"
