@@ -218,10 +218,8 @@ timeout --foreground --kill-after="$KILL_GRACE" "$TIMEOUT" "${QEMU[@]}" <"$GUEST
 TPID=$!
 tail -n +1 -s "$TAIL_POLL" -F --pid="$TPID" "$LOG" 2>/dev/null &
 TAILPID=$!
-set +e
-wait "$TPID"
-trc=$?
-set -e
+trc=0
+wait "$TPID" || trc=$?
 TPID=""
 wait "$TAILPID" 2>/dev/null || true
 TAILPID=""
