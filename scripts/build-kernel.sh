@@ -6,15 +6,12 @@ trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2
 
 usage() {
     cat <<USAGE
-Usage: $0 [--builtin | --debug] [--configure-only] [--print-dir] [--series-hash] [--help]
+Usage: $0 [--builtin | --debug] [--configure-only] [--print-dir] [--help]
 
 Builds bzImage and modules with LLVM=-19 into a cache outside the checkout and prints the build
 directory on the last line of stdout.
 
   --print-dir print the build directory (no building) and exit
-  --series-hash
-              print the hash of the patch series and in-tree driver sources and exit
-              (a finished build records it, with its config hash, in <build>/.rblk-built)
   --builtin   build the variant with rust_pmem and rust_nvme_mq built into the kernel
               (the project's sources dropped into drivers/block/rust_blk by
               scripts/install-in-tree.sh and enabled through Kconfig)
@@ -35,14 +32,12 @@ USAGE
 BUILTIN=0
 DEBUG=0
 PRINT_DIR=0
-PRINT_HASH=0
 CONFIGURE_ONLY=0
 for a in "$@"; do
     case "$a" in
         --builtin) BUILTIN=1 ;;
         --debug) DEBUG=1 ;;
         --print-dir) PRINT_DIR=1 ;;
-        --series-hash) PRINT_HASH=1 ;;
         --configure-only) CONFIGURE_ONLY=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "build-kernel: unknown argument $a" >&2; usage >&2; exit 2 ;;
@@ -78,10 +73,6 @@ series_hash() {
     (cat "$TOP"/kernel/patches/*.patch 2>/dev/null; cat "$TOP"/Kconfig "$TOP"/Kbuild "$TOP"/scripts/install-in-tree.sh
      find "$TOP" -path "$TOP/out" -prune -o -name '*.rs' -print | LC_ALL=C sort | xargs cat) | sha256sum | cut -c1-16
 }
-if [[ $PRINT_HASH == 1 ]]; then
-    series_hash
-    exit 0
-fi
 if [[ $PRINT_DIR == 1 ]]; then
     src=$("$TOP/scripts/fetch-kernel.sh" --cached) || die "no kernel source in $CACHE yet: run 'make kernel'"
     build_dir "$(make -s -C "$src" kernelversion)"
@@ -197,5 +188,6 @@ if ! wait "$pid"; then
     exit 1
 fi
 log "built in $(($(date +%s) - start)) s"
+# Marks a build that completed once (prepare.sh keeps such a debug build current).
 echo "$want_hash $series_hash" >"$BUILD/.rblk-built"
 echo "$BUILD"

@@ -56,12 +56,11 @@ if [[ $BUILTIN == 1 ]]; then
     KBUILD_BUILTIN=$(timed "$TOP/scripts/build-kernel.sh" --builtin | tail -n1) || exit 1
 fi
 KBUILD_DEBUG=
-if [[ $DEBUG == 1 ]]; then
+# Asked for, or built once before (make test-debug): then keep it current, incrementally, so
+# its suites test this tree.
+if [[ $DEBUG == 1 ]] ||
+    [[ -f "$("$TOP/scripts/build-kernel.sh" --debug --print-dir 2>/dev/null || echo /nonexistent)/.rblk-built" ]]; then
     step "debug kernel (first build ~30 min on 2 cores, then incremental)"
-    KBUILD_DEBUG=$(timed "$TOP/scripts/build-kernel.sh" --debug | tail -n1) || exit 1
-elif [[ -f "$("$TOP/scripts/build-kernel.sh" --debug --print-dir 2>/dev/null || echo /nonexistent)/.rblk-built" ]]; then
-    # Built once (make test-debug): keep it current, incrementally, so its suites test this tree.
-    step "debug kernel (incremental; built before by --debug)"
     KBUILD_DEBUG=$(timed "$TOP/scripts/build-kernel.sh" --debug | tail -n1) || exit 1
 fi
 
