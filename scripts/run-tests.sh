@@ -120,6 +120,7 @@ boot main --smp 2 -- 'bash /tests/suite-main.sh'
 boot persist_write -- 'bash /tests/suite-persist.sh write'
 boot persist_check -- 'bash /tests/suite-persist.sh check'
 boot nvme --smp 4 -- 'bash /tests/suite-nvme.sh'
+boot nvme_latency --smp 4 --nvme-null 100000000 -- 'bash /tests/suite-nvme-latency.sh'
 boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-builtin.sh'
 
 # Kernel log lines that mean a debug facility found a bug (the whole log is on the console:
@@ -158,6 +159,8 @@ if [[ -n "${KBUILD_DEBUG:-}" ]]; then
     debug_log_clean debug_main
     boot debug_nvme --debug --smp 4 --timeout 3600 --append loglevel=8 -- 'bash /tests/suite-nvme.sh'
     debug_log_clean debug_nvme
+    boot debug_nvme_latency --debug --smp 4 --nvme-null 100000000 --timeout 3600 --append loglevel=8 -- 'bash /tests/suite-nvme-latency.sh'
+    debug_log_clean debug_nvme_latency
     PREFIX=
 else
     echo "test: SKIPPED the debug-kernel suites: the debug kernel is not built (make test-debug builds and runs it, ~30 min the first time)"

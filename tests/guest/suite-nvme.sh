@@ -3,24 +3,7 @@
 # rust_nvme_mq on QEMU's NVMe (256 MiB image, serial rblk0001, 4 I/O queue pairs): boot with
 # --smp 4. Every test loads the driver itself and leaves it unloaded.
 . /tests/lib.sh
-
-DEV=/dev/rnvme0n1
-STATS=/sys/kernel/debug/rust_nvme_mq/rnvme0/queues
-NCPU=$(nproc)
-[[ -d /sys/kernel/debug/rust_nvme_mq || -e /sys/kernel/debug/block ]] || mount -t debugfs none /sys/kernel/debug 2>/dev/null || true
-
-load_nvme() { # a failed test may have left it loaded
-    umount /mnt/n 2>/dev/null || true
-    [[ ! -e /sys/module/rust_nvme_mq ]] || unload_module rust_nvme_mq
-    insmod "$MODDIR/rust_nvme_mq.ko" "$@"; wait_dev $DEV; }
-unload_nvme() { unload_module rust_nvme_mq; [[ ! -e $DEV ]] || fail "$DEV still there after rmmod"; }
-# qstat QID COLUMN: a counter of I/O queue QID (columns: see the header line of $STATS).
-qstat() {
-    awk -v q="$1" -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
-        $1 == q { print $c }' "$STATS"
-}
-sum_col() { awk -v col="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
-    /^[0-9]/ { s += $c } END { print s + 0 }' "$STATS"; }
+. /tests/nvme-lib.sh
 
 test_probe_identify() {
     dmesg -c >/dev/null
@@ -159,37 +142,6 @@ test_no_overflow() {
 # shallow reader (iodepth = the reserve) on each other CPU must never find its own queue full.
 # libaio: a submitter that runs out of tags sleeps on its own CPU (io_uring would hand the
 # request to an io-wq worker that may run on any CPU, and submit it from there).
-test_lending_reserve() {
-    ((NCPU >= 2)) || { echo "needs 2 CPUs"; return 0; }
-    load_nvme io_queue_depth=8
-    local slots=7 reserve jobs=(--name=deep --cpus_allowed=0 --iodepth=32) c
-    reserve=$(qstat 1 reserve)
-    expect_eq "reserve of 7 slots" "$reserve" 2
-    for c in $(seq 1 $((NCPU - 1))); do
-        jobs+=(--name=shallow$c --cpus_allowed=$c --iodepth=$reserve)
-    done
-    fio --filename=$DEV --direct=1 --ioengine=libaio --rw=randread --bs=4k --time_based \
-        --runtime=4 --norandommap --output-format=terse "${jobs[@]}" >/tmp/fio.out 2>&1 \
-        || { cat /tmp/fio.out; fail "fio deep + shallow readers"; }
-    cut -d';' -f3,8 /tmp/fio.out
-    cat "$STATS"
-    [[ $(sum_col overflow_in) -gt 0 ]] || fail "the deep reader borrowed nothing"
-    [[ $(sum_col refused) -gt 0 ]] || fail "no borrow attempt was refused: the reserve never mattered"
-    # Never lent more than the slots minus the reserve.
-    local bad
-    bad=$(awk -v s=$slots 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-        $c["lent_max"] + $c["reserve"] > s { print $1 }' "$STATS")
-    [[ -z $bad ]] || fail "queue(s) $bad lent into their reserve"
-    # The deep reader's home is the queue it overflowed out of; every other queue's own
-    # requests always found a free slot.
-    expect_eq "queues with overflow_out" "$(awk 'NR > 1 && $4 > 0' "$STATS" | wc -l)" 1
-    bad=$(awk 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-        $c["overflow_out"] == 0 && $c["full_events"] > 0 { print $1 }' "$STATS")
-    [[ -z $bad ]] || fail "shallow readers found their queue(s) $bad full"
-    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
-    unload_nvme
-}
-
 test_nr_io_queues() {
     # Fewer queues than CPUs: CPUs share queues, blk-mq still has one context per CPU.
     dmesg -c >/dev/null
@@ -441,7 +393,6 @@ t nvme_ext4_fsck_checksums test_ext4
 t nvme_discard_write_zeroes test_discard_write_zeroes
 t nvme_overflow_tiny_queues test_overflow
 t nvme_no_overflow_when_off test_no_overflow
-t nvme_lending_keeps_reserve test_lending_reserve
 t nvme_nr_io_queues_2 test_nr_io_queues
 t nvme_depth_above_mqes_rejected test_depth_above_mqes
 t nvme_rmmod_under_load_refused test_rmmod_under_load
