@@ -5,7 +5,7 @@ set -euo pipefail
 trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
 
 DEFAULT_CPU=max,-erms       # TCG runs `rep movsb` byte by byte: without ERMS copy_mc uses memcpy
-DEFAULT_LATENCY_NS=20000000 # null-aio command latency of the overflow part (see README)
+DEFAULT_LATENCY_NS=100000000 # null-aio command latency of the overflow part (see README)
 PARTS_ALL=(pmem nvme overflow)
 
 usage() {
