@@ -116,6 +116,16 @@ struct Slot {
 }
 
 impl Slot {
+    /// A free slot, with room for the mappings of the largest request.
+    fn new() -> Result<Self> {
+        Ok(Self {
+            rq: None,
+            maps: KVec::with_capacity(MAX_SEGMENTS, GFP_KERNEL)?,
+            aborted: false,
+            lent: false,
+        })
+    }
+
     fn holds(&self, rq: &Request<NvmeOps>) -> bool {
         self.rq.as_ref().is_some_and(|r| core::ptr::eq(&**r, rq))
     }
@@ -137,6 +147,30 @@ struct QueueState {
 }
 
 impl QueueState {
+    /// The state of an empty queue pair of `depth` entries: `depth - 1` free slots.
+    fn new(depth: u16) -> Result<Self> {
+        let n = usize::from(depth);
+        let mut free = KVec::with_capacity(n - 1, GFP_KERNEL)?;
+        // Pop order: low command ids first.
+        for cid in (0..depth - 1).rev() {
+            free.push(cid, GFP_KERNEL)?;
+        }
+        let mut slots = KVec::with_capacity(n - 1, GFP_KERNEL)?;
+        for _ in 0..n - 1 {
+            slots.push(Slot::new()?, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            sq_tail: 0,
+            cq_head: 0,
+            phase: true,
+            free,
+            slots,
+            accepting: true,
+            lent: 0,
+            lent_max: 0,
+        })
+    }
+
     /// Give back slot `cid`, whose request is gone (ended, or never submitted).
     fn release(&mut self, cid: u16) {
         if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
@@ -214,35 +248,7 @@ impl IoQueue {
         depth: u16,
     ) -> Result<Arc<Self>> {
         let n = usize::from(depth);
-        let mut free = KVec::with_capacity(n - 1, GFP_KERNEL)?;
-        // Pop order: low command ids first.
-        for cid in (0..depth - 1).rev() {
-            free.push(cid, GFP_KERNEL)?;
-        }
-        let mut slots = KVec::with_capacity(n - 1, GFP_KERNEL)?;
-        for _ in 0..n - 1 {
-            let maps = KVec::with_capacity(MAX_SEGMENTS, GFP_KERNEL)?;
-            let (rq, aborted, lent) = (None, false, false);
-            slots.push(
-                Slot {
-                    rq,
-                    maps,
-                    aborted,
-                    lent,
-                },
-                GFP_KERNEL,
-            )?;
-        }
-        let state = QueueState {
-            sq_tail: 0,
-            cq_head: 0,
-            phase: true,
-            free,
-            slots,
-            accepting: true,
-            lent: 0,
-            lent_max: 0,
-        };
+        let state = QueueState::new(depth)?;
         let sq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<Sqe>(), GFP_KERNEL)?;
         let cq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<cmd::Cqe>(), GFP_KERNEL)?;
         let prps = Coherent::<u64>::zeroed_slice(dev, (n - 1) * PRP_LIST_ENTRIES, GFP_KERNEL)?;
@@ -429,8 +435,8 @@ impl IoQueue {
             }
         };
         slot.rq = Some(rq);
+        slot.lent = foreign;
         if foreign {
-            slot.lent = true;
             st.lent += 1;
             st.lent_max = st.lent_max.max(st.lent);
         }
@@ -444,6 +450,12 @@ impl IoQueue {
             return Ok(());
         }
         sqe.set_cid(cid);
+        self.push(st, sqe);
+        Ok(())
+    }
+
+    /// Put `sqe` at the tail of the submission queue and ring the doorbell.
+    fn push(&self, st: &mut QueueState, sqe: Sqe) {
         // Cannot fail: `sq_tail` < `depth`, the queue's size.
         let _ = cmd::write_sqe(&self.sq, st.sq_tail, sqe);
         st.sq_tail += 1;
@@ -451,7 +463,6 @@ impl IoQueue {
             st.sq_tail = 0;
         }
         self.regs.sq_doorbell(self.qid, st.sq_tail);
-        Ok(())
     }
 
     /// Take up to `COMPLETION_BATCH` completions off the completion queue into `done`, with
