@@ -47,7 +47,10 @@ test_kunit() {
     load_nvme
     dmesg | grep -E "ok [0-9]+ " | tail -n 12
     if dmesg | grep -E "not ok"; then fail "a KUnit case failed"; fi
-    dmesg | grep -qE "rust_nvme_mq: pass:[0-9]+ fail:0" || fail "KUnit suite rust_nvme_mq did not pass"
+    local suite
+    for suite in rust_nvme_mq rust_nvme_mq_prp rust_nvme_mq_status; do
+        dmesg | grep -qE "$suite: pass:[0-9]+ fail:0" || fail "KUnit suite $suite did not pass"
+    done
     unload_nvme
 }
 
