@@ -36,6 +36,7 @@ test_probe_identify() {
     [[ $(cat /sys/block/rnvme0n1/queue/write_zeroes_max_bytes) -gt 0 ]] || fail "no write zeroes"
     grep -q "write back" /sys/block/rnvme0n1/queue/write_cache || fail "no volatile write cache"
     expect_eq fua "$(cat /sys/block/rnvme0n1/queue/fua)" 1
+    expect_eq "DMA mask bits" "$(cat /sys/block/rnvme0n1/device/dma_mask_bits)" 64
     grep -c . /proc/interrupts >/dev/null
     grep rust_nvme_mq /proc/interrupts
     expect_eq "MSI-X vectors" "$(grep -c rust_nvme_mq /proc/interrupts)" $((NCPU < 4 ? NCPU + 1 : 5))
