@@ -18,7 +18,8 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 .PHONY: all modules kernel run test test-debug bench rustfmt rustfmtcheck clean
 
 # Kbuild's rustfmt target does not take M=, so format the drivers with the kernel's settings.
-RUSTFMT_ARGS = --edition 2021 --config-path $(KDIR)/source/.rustfmt.toml rust_pmem.rs rust_nvme_mq.rs
+RUSTFMT_ARGS = --edition 2021 --config-path $(KDIR)/source/.rustfmt.toml rust_pmem.rs rust_nvme_mq.rs \
+	$(wildcard rust_nvme_mq/*.rs)
 
 all: modules
 

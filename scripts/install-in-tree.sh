@@ -26,6 +26,11 @@ DEST="$TREE/drivers/block/rust_blk"
 
 mkdir -p "$DEST"
 cp "$TOP"/Kconfig "$TOP"/Kbuild "$TOP"/rust_pmem.rs "$TOP"/rust_nvme_mq.rs "$DEST"/
+# The modules of the rust_nvme_mq crate (rust_nvme_mq/*.rs, found by rustc next to the root);
+# replaced as a whole so a file removed here does not linger in the tree.
+rm -rf "$DEST/rust_nvme_mq"
+mkdir -p "$DEST/rust_nvme_mq"
+cp "$TOP"/rust_nvme_mq/*.rs "$DEST/rust_nvme_mq/"
 # The in-tree Makefile is the Kbuild file; a plain copy keeps one source of truth.
 grep -q 'drivers/block/rust_blk/Kconfig' "$TREE/drivers/block/Kconfig" ||
     sed -i 's|^source "drivers/block/rnull/Kconfig"|&\n\nsource "drivers/block/rust_blk/Kconfig"|' "$TREE/drivers/block/Kconfig"

@@ -19,6 +19,7 @@ test_probe_identify() {
     [[ $(cat /sys/block/rnvme0n1/queue/write_zeroes_max_bytes) -gt 0 ]] || fail "no write zeroes"
     grep -q "write back" /sys/block/rnvme0n1/queue/write_cache || fail "no volatile write cache"
     expect_eq fua "$(cat /sys/block/rnvme0n1/queue/fua)" 1
+    expect_eq "DMA mask bits" "$(cat /sys/block/rnvme0n1/device/dma_mask_bits)" 64
     grep -c . /proc/interrupts >/dev/null
     grep rust_nvme_mq /proc/interrupts
     expect_eq "MSI-X vectors" "$(grep -c rust_nvme_mq /proc/interrupts)" $((NCPU < 4 ? NCPU + 1 : 5))
@@ -28,9 +29,13 @@ test_probe_identify() {
 test_kunit() {
     dmesg -c >/dev/null
     load_nvme
-    dmesg | grep -E "ok [0-9]+ " | tail -n 12
+    dmesg | grep -E "ok [0-9]+ " | tail -n 20
     if dmesg | grep -E "not ok"; then fail "a KUnit case failed"; fi
-    dmesg | grep -qE "rust_nvme_mq: pass:[0-9]+ fail:0" || fail "KUnit suite rust_nvme_mq did not pass"
+    local suite
+    for suite in rust_nvme_mq rust_nvme_mq_prp rust_nvme_mq_status; do
+        # "ok N SUITE" (KUnit prints "# SUITE: pass:.." only for suites of more than one case).
+        dmesg | grep -qE "\] ok [0-9]+ $suite\$" || fail "KUnit suite $suite did not report ok"
+    done
     unload_nvme
 }
 

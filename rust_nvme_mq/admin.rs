@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The admin queue pair and the admin commands: Identify, Set Features (Number of Queues),
+//! Create I/O Completion/Submission Queue, Abort.
+//!
+//! Admin commands are polled: they only run at probe, reset and for an Abort.
+
+use crate::{
+    cmd::{self, Sqe},
+    queue::{queue_vector, IoQueue},
+    regs::Regs,
+};
+use kernel::{
+    device::{Bound, Device},
+    dma::{Coherent, CoherentView},
+    io::{io_project, poll::read_poll_timeout, Io},
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::Arc,
+    time::Delta,
+};
+
+/// Entries of the admin queues.
+pub(crate) const ADMIN_DEPTH: u16 = 32;
+/// How often to look for the completion of an admin command.
+const POLL_INTERVAL: Delta = Delta::from_millis(1);
+
+/// The admin queue pair, used synchronously.
+pub(crate) struct AdminQueue {
+    sq: Coherent<[u8]>,
+    cq: Coherent<[u8]>,
+    tail: u16,
+    head: u16,
+    phase: bool,
+    next_cid: u16,
+    /// How long a command may take (`admin_timeout`).
+    timeout: Delta,
+}
+
+/// An Identify data structure, in the DMA buffer the controller wrote it to.
+pub(crate) struct Identify<T>(Coherent<[u8]>, core::marker::PhantomData<T>);
+
+impl<T: FromBytes + IntoBytes> Identify<T> {
+    /// A view of the data structure, to read with `io_read!`.
+    pub(crate) fn view(&self) -> Result<CoherentView<'_, T>> {
+        io_project!(&self.0, [try: ..]).try_cast::<T>()
+    }
+}
+
+impl AdminQueue {
+    pub(crate) fn new(dev: &Device<Bound>, timeout: Delta) -> Result<Self> {
+        let entries = usize::from(ADMIN_DEPTH);
+        Ok(Self {
+            sq: Coherent::<u8>::zeroed_slice(dev, entries * size_of::<Sqe>(), GFP_KERNEL)?,
+            cq: Coherent::<u8>::zeroed_slice(dev, entries * size_of::<cmd::Cqe>(), GFP_KERNEL)?,
+            tail: 0,
+            head: 0,
+            phase: true,
+            next_cid: 0,
+            timeout,
+        })
+    }
+
+    /// Program the admin queue into the controller and enable it; wait for CSTS.RDY.
+    pub(crate) fn enable(&self, regs: &Regs) -> Result {
+        regs.set_admin_queues(ADMIN_DEPTH, self.sq.dma_address(), self.cq.dma_address())?;
+        regs.enable()
+    }
+
+    /// Start afresh after a controller reset: empty queues, phase 1.
+    pub(crate) fn clear(&mut self) -> Result {
+        cmd::clear_cq(&self.cq, ADMIN_DEPTH)?;
+        self.tail = 0;
+        self.head = 0;
+        self.phase = true;
+        Ok(())
+    }
+
+    /// Reap completions until the one of command `cid`; returns its result, or `None` if it
+    /// has not completed yet.
+    fn reap(&mut self, regs: &Regs, cid: u16) -> Result<Option<Result<u32>>> {
+        while let Some(cqe) = cmd::read_cqe(&self.cq, self.head, self.phase)? {
+            self.head = (self.head + 1) % ADMIN_DEPTH;
+            if self.head == 0 {
+                self.phase = !self.phase;
+            }
+            regs.cq_doorbell(0, self.head);
+            if cqe.cid == cid {
+                return Ok(Some(cmd::status_to_result(cqe.status).map(|()| cqe.result)));
+            }
+        }
+        if regs.csts().is_some_and(|csts| csts.cfs()) {
+            return Err(EIO);
+        }
+        Ok(None)
+    }
+
+    /// Run `sqe` and wait for its completion; returns dword 0 of the completion.
+    pub(crate) fn run(&mut self, regs: &Regs, mut sqe: Sqe) -> Result<u32> {
+        let cid = self.next_cid;
+        self.next_cid = self.next_cid.wrapping_add(1);
+        sqe.set_cid(cid);
+        cmd::write_sqe(&self.sq, self.tail, sqe)?;
+        self.tail = (self.tail + 1) % ADMIN_DEPTH;
+        regs.sq_doorbell(0, self.tail);
+        let timeout = self.timeout;
+        read_poll_timeout(
+            || self.reap(regs, cid),
+            |done| done.is_some(),
+            POLL_INTERVAL,
+            timeout,
+        )?
+        .unwrap_or(Err(ETIMEDOUT))
+    }
+
+    /// Run an Identify command and return the data structure.
+    pub(crate) fn identify<T>(
+        &mut self,
+        regs: &Regs,
+        dev: &Device<Bound>,
+        nsid: u32,
+        cns: u32,
+    ) -> Result<Identify<T>> {
+        let buf = Coherent::<u8>::zeroed_slice(dev, cmd::IDENTIFY_SIZE, GFP_KERNEL)?;
+        let addr = buf.dma_address();
+        self.run(
+            regs,
+            Sqe::new(cmd::ADMIN_IDENTIFY, nsid)
+                .prps(addr, addr + PAGE_SIZE as u64)
+                .cdw10(cns),
+        )?;
+        Ok(Identify(buf, core::marker::PhantomData))
+    }
+
+    /// Ask for `want` I/O queue pairs; returns how many the controller grants (at most
+    /// `want`).
+    pub(crate) fn set_queue_count(&mut self, regs: &Regs, want: u32) -> Result<u32> {
+        let granted = self.run(
+            regs,
+            Sqe::new(cmd::ADMIN_SET_FEATURES, 0)
+                .cdw10(cmd::FEAT_NUM_QUEUES)
+                .cdw11((want - 1) | ((want - 1) << 16)),
+        )?;
+        Ok(want.min((granted & 0xffff) + 1).min((granted >> 16) + 1))
+    }
+
+    /// Create the completion and submission queue of every I/O queue on the controller, the
+    /// completion queues interrupting on their vectors out of `nr_vectors`.
+    pub(crate) fn create_io_queues(
+        &mut self,
+        regs: &Regs,
+        queues: &[Arc<IoQueue>],
+        nr_vectors: usize,
+    ) -> Result {
+        for (i, q) in queues.iter().enumerate() {
+            let vector = u32::try_from(queue_vector(i, nr_vectors))?;
+            self.create_io_queue(regs, q, vector)?;
+        }
+        Ok(())
+    }
+
+    fn create_io_queue(&mut self, regs: &Regs, q: &IoQueue, vector: u32) -> Result {
+        let qid = u32::from(q.qid);
+        let size = u32::from(q.depth - 1) << 16;
+        let (sq, cq) = q.ring_addresses();
+        self.run(
+            regs,
+            Sqe::new(cmd::ADMIN_CREATE_CQ, 0)
+                .prps(cq, 0)
+                .cdw10(qid | size)
+                .cdw11(cmd::QUEUE_PHYS_CONTIG | cmd::CQ_IRQ_ENABLED | (vector << 16)),
+        )
+        .inspect_err(|e| pr_err!("creating I/O CQ {} failed: {:?}\n", qid, e))?;
+        self.run(
+            regs,
+            Sqe::new(cmd::ADMIN_CREATE_SQ, 0)
+                .prps(sq, 0)
+                .cdw10(qid | size)
+                .cdw11(cmd::QUEUE_PHYS_CONTIG | (qid << 16)),
+        )
+        .inspect_err(|e| pr_err!("creating I/O SQ {} failed: {:?}\n", qid, e))?;
+        Ok(())
+    }
+
+    /// Abort command `cid` of submission queue `qid`.
+    pub(crate) fn abort(&mut self, regs: &Regs, qid: u16, cid: u16) -> Result {
+        let abort = Sqe::new(cmd::ADMIN_ABORT, 0).cdw10(u32::from(qid) | (u32::from(cid) << 16));
+        self.run(regs, abort).map(|_| ())
+    }
+}

@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Command, completion and Identify layouts (NVMe base and NVM command set specifications),
+//! and the mapping of completion status codes to errors.
+//!
+//! Queue and Identify memory is DMA coherent memory of bytes; entries are views of it cast to
+//! these `#[repr(C)]` types and read or written field by field, with checked indexes.
+
+use core::mem::size_of;
+use kernel::{
+    dma::{Coherent, CoherentView},
+    io::{io_project, Io},
+    prelude::*,
+};
+
+// Admin opcodes.
+pub(crate) const ADMIN_CREATE_SQ: u8 = 0x01;
+pub(crate) const ADMIN_CREATE_CQ: u8 = 0x05;
+pub(crate) const ADMIN_IDENTIFY: u8 = 0x06;
+pub(crate) const ADMIN_ABORT: u8 = 0x08;
+pub(crate) const ADMIN_SET_FEATURES: u8 = 0x09;
+
+// NVM opcodes.
+pub(crate) const NVM_FLUSH: u8 = 0x00;
+pub(crate) const NVM_WRITE: u8 = 0x01;
+pub(crate) const NVM_READ: u8 = 0x02;
+pub(crate) const NVM_WRITE_ZEROES: u8 = 0x08;
+pub(crate) const NVM_DSM: u8 = 0x09;
+
+/// Identify CNS values.
+pub(crate) const CNS_NAMESPACE: u32 = 0x00;
+pub(crate) const CNS_CONTROLLER: u32 = 0x01;
+pub(crate) const CNS_ACTIVE_NS_LIST: u32 = 0x02;
+
+/// Feature: Number of Queues.
+pub(crate) const FEAT_NUM_QUEUES: u32 = 0x07;
+
+/// Create I/O CQ/SQ cdw11: physically contiguous.
+pub(crate) const QUEUE_PHYS_CONTIG: u32 = 1 << 0;
+/// Create I/O CQ cdw11: interrupts enabled.
+pub(crate) const CQ_IRQ_ENABLED: u32 = 1 << 1;
+
+/// Read/write cdw12: forced unit access.
+pub(crate) const RW_FUA: u32 = 1 << 30;
+/// Dataset Management cdw11: deallocate.
+pub(crate) const DSM_DEALLOCATE: u32 = 1 << 2;
+
+/// A submission queue entry (64 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Default, FromBytes, IntoBytes)]
+pub(crate) struct Sqe {
+    opcode: u8,
+    flags: u8,
+    cid: u16,
+    nsid: u32,
+    cdw2: u32,
+    cdw3: u32,
+    mptr: u64,
+    prp1: u64,
+    prp2: u64,
+    cdw10: u32,
+    cdw11: u32,
+    cdw12: u32,
+    cdw13: u32,
+    cdw14: u32,
+    cdw15: u32,
+}
+
+impl Sqe {
+    /// A command with `opcode` for namespace `nsid`.
+    pub(crate) fn new(opcode: u8, nsid: u32) -> Self {
+        Self {
+            opcode,
+            nsid,
+            ..Self::default()
+        }
+    }
+
+    /// Set the command identifier.
+    pub(crate) fn set_cid(&mut self, cid: u16) {
+        self.cid = cid;
+    }
+
+    /// Set the data pointer.
+    pub(crate) fn prps(self, prp1: u64, prp2: u64) -> Self {
+        Self { prp1, prp2, ..self }
+    }
+
+    pub(crate) fn cdw10(self, cdw10: u32) -> Self {
+        Self { cdw10, ..self }
+    }
+
+    pub(crate) fn cdw11(self, cdw11: u32) -> Self {
+        Self { cdw11, ..self }
+    }
+
+    pub(crate) fn cdw12(self, cdw12: u32) -> Self {
+        Self { cdw12, ..self }
+    }
+
+    /// Set the starting LBA (cdw10-11).
+    pub(crate) fn slba(self, lba: u64) -> Self {
+        self.cdw10(lba as u32).cdw11((lba >> 32) as u32)
+    }
+}
+
+/// A completion queue entry (16 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Default, FromBytes, IntoBytes)]
+pub(crate) struct Cqe {
+    /// Command specific result (dword 0).
+    result: u32,
+    rsvd: u32,
+    sq_head: u16,
+    sq_id: u16,
+    cid: u16,
+    /// Bit 0: phase tag; bits 15:1: status field.
+    status: u16,
+}
+
+/// A completion read off a completion queue.
+pub(crate) struct Completion {
+    pub(crate) cid: u16,
+    pub(crate) result: u32,
+    /// The status field, without the phase bit.
+    pub(crate) status: u16,
+}
+
+/// A view of entry `index` of a queue of `T` in `ring`.
+pub(crate) fn entry<T: FromBytes + IntoBytes>(
+    ring: &Coherent<[u8]>,
+    index: usize,
+) -> Result<CoherentView<'_, T>> {
+    let start = index * size_of::<T>();
+    io_project!(ring, [try: start..start + size_of::<T>()]).try_cast::<T>()
+}
+
+/// Write `sqe` as entry `index` of the submission queue `ring`.
+pub(crate) fn write_sqe(ring: &Coherent<[u8]>, index: u16, sqe: Sqe) -> Result {
+    entry::<Sqe>(ring, usize::from(index))?.copy_write(sqe);
+    Ok(())
+}
+
+/// The completion at entry `index` of `ring`, if its phase tag is `phase` (it is new).
+pub(crate) fn read_cqe(
+    ring: &Coherent<[u8]>,
+    index: u16,
+    phase: bool,
+) -> Result<Option<Completion>> {
+    let cqe = entry::<Cqe>(ring, usize::from(index))?;
+    // The status word first: the rest is only valid once its phase tag has flipped.
+    let status: u16 = kernel::io::io_read!(cqe, .status);
+    if (status & 1 != 0) != phase {
+        return Ok(None);
+    }
+    Ok(Some(Completion {
+        cid: kernel::io::io_read!(cqe, .cid),
+        result: kernel::io::io_read!(cqe, .result),
+        status: status >> 1,
+    }))
+}
+
+/// Empty a completion queue of `entries` entries (all phase tags 0).
+pub(crate) fn clear_cq(ring: &Coherent<[u8]>, entries: u16) -> Result {
+    for i in 0..usize::from(entries) {
+        entry::<Cqe>(ring, i)?.copy_write(Cqe::default());
+    }
+    Ok(())
+}
+
+/// Size of an Identify data structure.
+pub(crate) const IDENTIFY_SIZE: usize = 4096;
+
+/// Identify Controller data structure (the fields the driver uses).
+#[repr(C)]
+#[derive(FromBytes, IntoBytes)]
+pub(crate) struct IdCtrl {
+    vid: u16,
+    ssvid: u16,
+    /// Serial number, ASCII padded with spaces.
+    pub(crate) sn: [u8; 20],
+    /// Model number, ASCII padded with spaces.
+    pub(crate) mn: [u8; 40],
+    fr: [u8; 8],
+    rab: u8,
+    ieee: [u8; 3],
+    cmic: u8,
+    /// Maximum Data Transfer Size, in minimum pages as a power of two (0: no limit).
+    pub(crate) mdts: u8,
+    rsvd78: [u8; 442],
+    /// Optional NVM Command Support.
+    pub(crate) oncs: u16,
+    fuses: u16,
+    fna: u8,
+    /// Volatile Write Cache.
+    pub(crate) vwc: u8,
+    rsvd526: [u8; 3570],
+}
+
+/// ONCS: Dataset Management.
+pub(crate) const ONCS_DSM: u16 = 1 << 2;
+/// ONCS: Write Zeroes.
+pub(crate) const ONCS_WRITE_ZEROES: u16 = 1 << 3;
+/// VWC: a volatile write cache is present.
+pub(crate) const VWC_PRESENT: u8 = 1 << 0;
+
+/// LBA Format Data Structure.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes)]
+pub(crate) struct LbaFormat {
+    /// Metadata Size in bytes.
+    pub(crate) ms: u16,
+    /// LBA Data Size, as a power of two.
+    pub(crate) lbads: u8,
+    rp: u8,
+}
+
+/// Identify Namespace data structure (the fields the driver uses).
+#[repr(C)]
+#[derive(FromBytes, IntoBytes)]
+pub(crate) struct IdNs {
+    /// Namespace Size, in logical blocks.
+    pub(crate) nsze: u64,
+    ncap: u64,
+    nuse: u64,
+    nsfeat: u8,
+    nlbaf: u8,
+    /// Formatted LBA Size: bits 3:0 select the LBA format.
+    pub(crate) flbas: u8,
+    rsvd27: [u8; 101],
+    /// LBA formats.
+    pub(crate) lbaf: [LbaFormat; 64],
+    rsvd384: [u8; 3712],
+}
+
+/// Identify Active Namespace ID list: namespace ids in increasing order, 0 ends the list.
+#[repr(C)]
+#[derive(FromBytes, IntoBytes)]
+pub(crate) struct NsList(pub(crate) [u32; 1024]);
+
+const _: () = assert!(size_of::<Sqe>() == 64);
+const _: () = assert!(size_of::<Cqe>() == 16);
+const _: () = assert!(size_of::<IdCtrl>() == IDENTIFY_SIZE);
+const _: () = assert!(size_of::<IdNs>() == IDENTIFY_SIZE);
+const _: () = assert!(size_of::<NsList>() == IDENTIFY_SIZE);
+
+/// Status code types.
+pub(crate) const SCT_GENERIC: u16 = 0;
+pub(crate) const SCT_CMD_SPECIFIC: u16 = 1;
+pub(crate) const SCT_MEDIA: u16 = 2;
+pub(crate) const SCT_PATH: u16 = 3;
+// Generic status codes.
+pub(crate) const SC_INVALID_OPCODE: u16 = 0x01;
+pub(crate) const SC_INVALID_FIELD: u16 = 0x02;
+pub(crate) const SC_INVALID_NS: u16 = 0x0b;
+pub(crate) const SC_LBA_RANGE: u16 = 0x80;
+pub(crate) const SC_CAP_EXCEEDED: u16 = 0x81;
+pub(crate) const SC_RESERVATION_CONFLICT: u16 = 0x83;
+// Command specific status codes.
+pub(crate) const SC_ONCS_NOT_SUPPORTED: u16 = 0x0d;
+pub(crate) const SC_READ_ONLY: u16 = 0x82;
+// Media status codes.
+pub(crate) const SC_WRITE_FAULT: u16 = 0x80;
+pub(crate) const SC_READ_ERROR: u16 = 0x81;
+pub(crate) const SC_GUARD_CHECK: u16 = 0x82;
+pub(crate) const SC_APPTAG_CHECK: u16 = 0x83;
+pub(crate) const SC_REFTAG_CHECK: u16 = 0x84;
+pub(crate) const SC_COMPARE_FAILED: u16 = 0x85;
+pub(crate) const SC_ACCESS_DENIED: u16 = 0x86;
+pub(crate) const SC_UNWRITTEN_BLOCK: u16 = 0x87;
+
+/// Map an NVMe completion status field (without the phase bit) to a block error.
+pub(crate) fn status_to_result(status: u16) -> Result {
+    let sc = status & 0xff;
+    let sct = (status >> 8) & 0x7;
+    if sc == 0 && sct == 0 {
+        return Ok(());
+    }
+    Err(match (sct, sc) {
+        (SCT_GENERIC, SC_INVALID_OPCODE | SC_INVALID_FIELD | SC_INVALID_NS)
+        | (SCT_CMD_SPECIFIC, SC_ONCS_NOT_SUPPORTED) => EOPNOTSUPP,
+        (SCT_GENERIC, SC_CAP_EXCEEDED) => ENOSPC,
+        (SCT_GENERIC, SC_LBA_RANGE) => EREMOTEIO,
+        (SCT_GENERIC, SC_RESERVATION_CONFLICT) => EBADE,
+        (SCT_CMD_SPECIFIC, SC_READ_ONLY)
+        | (
+            SCT_MEDIA,
+            SC_WRITE_FAULT | SC_READ_ERROR | SC_UNWRITTEN_BLOCK | SC_ACCESS_DENIED
+            | SC_COMPARE_FAILED,
+        ) => ENODATA,
+        (SCT_MEDIA, SC_GUARD_CHECK | SC_APPTAG_CHECK | SC_REFTAG_CHECK) => EILSEQ,
+        (SCT_PATH, _) => ENOLINK,
+        _ => EIO,
+    })
+}
+
+/// An identify string (serial, model): ASCII padded with spaces.
+pub(crate) struct IdString<'a>(pub(crate) &'a [u8]);
+
+impl kernel::fmt::Display for IdString<'_> {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let end = self
+            .0
+            .iter()
+            .rposition(|&c| c != b' ' && c != 0)
+            .map_or(0, |p| p + 1);
+        for &c in self.0.iter().take(end) {
+            let c = if c.is_ascii_graphic() || c == b' ' {
+                c
+            } else {
+                b'?'
+            };
+            write!(f, "{}", c as char)?;
+        }
+        Ok(())
+    }
+}
+
+#[kunit_tests(rust_nvme_mq_status)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_mapping() {
+        assert_eq!(status_to_result(0), Ok(()));
+        assert_eq!(status_to_result(SC_INVALID_OPCODE), Err(EOPNOTSUPP));
+        assert_eq!(status_to_result(SC_LBA_RANGE), Err(EREMOTEIO));
+        assert_eq!(
+            status_to_result((SCT_MEDIA << 8) | SC_READ_ERROR),
+            Err(ENODATA)
+        );
+        assert_eq!(
+            status_to_result((SCT_MEDIA << 8) | SC_GUARD_CHECK),
+            Err(EILSEQ)
+        );
+        assert_eq!(status_to_result(0x06), Err(EIO));
+    }
+}

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! debugfs: `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/{queues,lose_commands}`.
+
+use crate::{ctrl::Ctrl, queue::lend_reserve};
+use kernel::{
+    debugfs::{Dir, File, Reader},
+    prelude::*,
+    str::CString,
+    sync::{atomic::Relaxed, Arc},
+    uaccess::UserSliceReader,
+};
+
+/// The counters of every queue, as a debugfs file.
+struct StatsFile(Arc<Ctrl>);
+
+impl core::fmt::Debug for StatsFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        writeln!(
+            f,
+            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips"
+        )?;
+        for q in self.0.queues.iter() {
+            let s = &q.stats;
+            let (in_flight, lent, lent_max) = q.occupancy();
+            writeln!(
+                f,
+                "{} {} {} {} {} {} {} {} {} {} {} {}",
+                q.qid,
+                s.submitted.load(Relaxed),
+                s.completed.load(Relaxed),
+                s.overflow_out.load(Relaxed),
+                s.overflow_in.load(Relaxed),
+                s.full.load(Relaxed),
+                in_flight,
+                lent,
+                lent_max,
+                s.refused.load(Relaxed),
+                lend_reserve(q.slots()),
+                s.offline.load(Relaxed)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The fault injection knob, as a debugfs file.
+struct LoseFile(Arc<Ctrl>);
+
+impl core::fmt::Debug for LoseFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        writeln!(f, "{}", self.0.lose.load(Relaxed))
+    }
+}
+
+impl Reader for LoseFile {
+    fn read_from_slice(&self, reader: &mut UserSliceReader) -> Result {
+        self.0.lose.read_from_slice(reader)
+    }
+}
+
+/// The debugfs directory of a controller and its files, removed when dropped. A file that
+/// cannot be created is left out.
+pub(crate) struct CtrlDebugfs {
+    _stats: Option<Pin<KBox<File<StatsFile>>>>,
+    _lose: Option<Pin<KBox<File<LoseFile>>>>,
+    _dir: Dir,
+}
+
+impl CtrlDebugfs {
+    pub(crate) fn new(ctrl: &Arc<Ctrl>) -> Result<Self> {
+        let root = Dir::new(c"rust_nvme_mq");
+        let name = CString::try_from_fmt(fmt!("rnvme{}", ctrl.index))?;
+        let dir = root.subdir(&name);
+        let stats = dir.read_only_file(c"queues", Ok::<_, Error>(StatsFile(ctrl.clone())));
+        let lose = dir.read_write_file(c"lose_commands", Ok::<_, Error>(LoseFile(ctrl.clone())));
+        Ok(Self {
+            _stats: KBox::pin_init(stats, GFP_KERNEL).ok(),
+            _lose: KBox::pin_init(lose, GFP_KERNEL).ok(),
+            _dir: dir,
+        })
+    }
+}

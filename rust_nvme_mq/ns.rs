@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Namespaces: their disks and the blk-mq operations, which pick the submission queue and
+//! handle timeouts.
+
+use crate::{
+    cmd::{self, IdNs, NsList},
+    ctrl::{Ctrl, CtrlInfo, CtrlState},
+    queue::{queue_order, SubmitError, MAX_SEGMENTS},
+    RustNvmeMq,
+};
+use kernel::{
+    block::{
+        mq::{
+            gen_disk::{GenDisk, GenDiskBuilder},
+            Operations, Request, TagSet, TagSetFlag, TimeoutReturn,
+        },
+        SECTOR_SHIFT,
+    },
+    device::{Bound, Device},
+    io::io_read,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{aref::ARef, atomic::Relaxed, Arc, ArcBorrow},
+    time::Delta,
+};
+
+/// blk-mq's limit on the tags of a tag set (`BLK_MQ_MAX_DEPTH`).
+const MAX_TAGS: u32 = 10240;
+/// Largest discard or write-zeroes request, in logical blocks (NLB of Write Zeroes is 16 bit).
+const MAX_ZERO_BLOCKS: u32 = 1 << 16;
+
+/// One namespace: the queue data of its disk.
+pub(crate) struct Namespace {
+    ctrl: Arc<Ctrl>,
+    pub(crate) nsid: u32,
+    /// Logical block size, as a shift.
+    pub(crate) lba_shift: u32,
+}
+
+/// blk-mq operations of the NVMe disks.
+pub(crate) struct NvmeOps;
+
+#[vtable]
+impl Operations for NvmeOps {
+    type QueueData = Arc<Namespace>;
+
+    fn queue_rq(ns: ArcBorrow<'_, Namespace>, rq: ARef<Request<Self>>, _is_last: bool) -> Result {
+        let ctrl = &ns.ctrl;
+        match ctrl.state() {
+            CtrlState::Live => {}
+            // Retried by blk-mq a few milliseconds later.
+            CtrlState::Resetting => return Err(ENOMEM),
+            CtrlState::Dead => return Err(EIO),
+        }
+        let home = ctrl.home_queue();
+        let mut rq = rq;
+        let lose = ctrl.take_lose();
+        for (qi, queue) in queue_order(home, ctrl.queues.len(), ctrl.overflow)
+            .filter_map(|qi| Some((qi, ctrl.queues.get(qi)?)))
+        {
+            match queue.submit(&ns, rq, qi != home, lose, ctrl.cpus(qi)) {
+                Ok(()) => {
+                    if let Some(home_queue) = ctrl.queues.get(home).filter(|_| qi != home) {
+                        home_queue.stats.overflow_out.add(1, Relaxed);
+                        queue.stats.overflow_in.add(1, Relaxed);
+                    }
+                    return Ok(());
+                }
+                Err(SubmitError::Full(back)) => rq = back,
+                Err(SubmitError::Offline(back)) => {
+                    rq = back;
+                    // Commands submitted just before the vector went down complete without
+                    // an interrupt: reap them here (and in `timeout`).
+                    queue.process_completions();
+                }
+                Err(SubmitError::Failed(e)) => return Err(e),
+            }
+        }
+        // Every queue we may use is full or keeps its reserve: BLK_STS_RESOURCE, blk-mq
+        // retries later.
+        Err(ENOMEM)
+    }
+
+    fn commit_rqs(_ns: ArcBorrow<'_, Namespace>) {}
+
+    /// A command timed out: send an Abort for it (it then completes with an error, or
+    /// normally if it was only slow), and give it one more timeout. If it times out again, or
+    /// the Abort itself fails, the controller is disabled and every request failed.
+    ///
+    /// First the command's completion queue is reaped: a command that completed while the
+    /// queue's interrupt vector was shut down (its CPUs went offline) raised no interrupt and
+    /// is found there.
+    fn timeout(ns: ArcBorrow<'_, Namespace>, rq: &Request<Self>) -> TimeoutReturn {
+        let ctrl = &ns.ctrl;
+        if let Some((queue, _, _)) = ctrl.find(rq, false) {
+            if queue.process_completions() && ctrl.find(rq, false).is_none() {
+                pr_info!(
+                    "rnvme{}: queue {}: request completed without an interrupt, found by polling\n",
+                    ctrl.index,
+                    queue.qid
+                );
+                return TimeoutReturn::Done;
+            }
+        }
+        let Some((queue, cid, aborted_before)) = ctrl.find(rq, true) else {
+            // Ended meanwhile (or being ended by whoever took it off its slot).
+            return TimeoutReturn::Done;
+        };
+        let qid = queue.qid;
+        if !aborted_before {
+            pr_warn!(
+                "rnvme{}: command {} on queue {} timed out, aborting\n",
+                ctrl.index,
+                cid,
+                qid
+            );
+            match ctrl.admin().abort(&ctrl.regs, qid, cid) {
+                Ok(()) => return TimeoutReturn::ResetTimer,
+                Err(e) => pr_err!("rnvme{}: abort failed: {:?}\n", ctrl.index, e),
+            }
+        }
+        pr_err!(
+            "rnvme{}: command {} on queue {} not completed after an abort: resetting the controller\n",
+            ctrl.index,
+            cid,
+            qid
+        );
+        ctrl.reset();
+        TimeoutReturn::Done
+    }
+
+    fn complete(rq: ARef<Request<Self>>) {
+        // Requests are ended from the interrupt handler; nothing is completed through here.
+        let _ = Request::end(rq, Ok(()));
+    }
+}
+
+/// The tag set of a controller's disks: one blk-mq context per CPU, all drawing from one set
+/// of tags and requests as large as all queues' slots together (what the controller can hold,
+/// not that much per CPU). blk-mq divides shared tags fairly between the disks (namespaces)
+/// of the controller, never between the contexts of one disk. With shared tags blk-mq would
+/// give the disks mq-deadline; like other multi-queue disks they keep "none".
+fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
+    let slots: usize = ctrl.queues.iter().map(|q| q.slots()).sum();
+    let slots = u32::try_from(slots)?;
+    Arc::pin_init(
+        TagSet::new_with_flags(
+            kernel::cpu::nr_cpu_ids(),
+            slots.min(MAX_TAGS),
+            1,
+            TagSetFlag::TagHctxShared | TagSetFlag::NoSchedByDefault,
+        ),
+        GFP_KERNEL,
+    )
+}
+
+/// The size and format of a namespace.
+struct NsFormat {
+    nsid: u32,
+    /// Size in logical blocks.
+    nsze: u64,
+    lba_shift: u32,
+}
+
+/// Identify namespace `nsid`; `None` if it is empty or its format is not supported.
+fn identify_ns(ctrl: &Ctrl, dev: &Device<Bound>, nsid: u32) -> Result<Option<NsFormat>> {
+    let id = ctrl
+        .admin()
+        .identify::<IdNs>(&ctrl.regs, dev, nsid, cmd::CNS_NAMESPACE)?;
+    let id = id.view()?;
+    let nsze: u64 = io_read!(id, .nsze);
+    let flbas: u8 = io_read!(id, .flbas);
+    let format = usize::from(flbas & 0xf);
+    let lba_shift = u32::from(io_read!(id, .lbaf[try: format].lbads));
+    let metadata: u16 = io_read!(id, .lbaf[try: format].ms);
+    if nsze == 0 {
+        return Ok(None);
+    }
+    if !(SECTOR_SHIFT..=PAGE_SIZE.trailing_zeros()).contains(&lba_shift) || metadata != 0 {
+        dev_warn!(
+            dev,
+            "namespace {}: LBA format {} (2^{} bytes, {} metadata bytes) not supported\n",
+            nsid,
+            format,
+            lba_shift,
+            metadata
+        );
+        return Ok(None);
+    }
+    Ok(Some(NsFormat {
+        nsid,
+        nsze,
+        lba_shift,
+    }))
+}
+
+/// Limits and features of a disk, the same for all namespaces of a controller.
+pub(crate) struct DiskLimits<'a> {
+    pub(crate) info: &'a CtrlInfo,
+    pub(crate) io_timeout: Delta,
+}
+
+/// The disk of namespace `f`.
+fn add_disk(
+    ctrl: &Arc<Ctrl>,
+    dev: &Device<Bound>,
+    tagset: &Arc<TagSet<NvmeOps>>,
+    limits: &DiskLimits<'_>,
+    f: &NsFormat,
+) -> Result<GenDisk<NvmeOps>> {
+    let info = limits.info;
+    let block = 1u32 << f.lba_shift;
+    let sectors_per_block = f.lba_shift - SECTOR_SHIFT;
+    let zero_sectors = (MAX_ZERO_BLOCKS << sectors_per_block).min(u32::MAX >> 1);
+    let max_sectors = u32::try_from(info.max_bytes >> SECTOR_SHIFT)?;
+    let mut builder = GenDiskBuilder::new()
+        .capacity_sectors(f.nsze << sectors_per_block)
+        .logical_block_size(block)?
+        .physical_block_size(block)?
+        .max_hw_sectors(max_sectors)
+        .max_segments(MAX_SEGMENTS as u16)
+        .virt_boundary_mask(PAGE_SIZE - 1)?
+        .rq_timeout(limits.io_timeout)
+        .parent(dev);
+    if info.vwc {
+        builder = builder.write_cache(true);
+    }
+    if info.oncs & cmd::ONCS_DSM != 0 {
+        builder = builder.max_discard_sectors(zero_sectors);
+    }
+    if info.oncs & cmd::ONCS_WRITE_ZEROES != 0 {
+        builder = builder.max_write_zeroes_sectors(zero_sectors);
+    }
+    let (nsid, lba_shift) = (f.nsid, f.lba_shift);
+    let ns = Arc::new(
+        Namespace {
+            ctrl: ctrl.clone(),
+            nsid,
+            lba_shift,
+        },
+        GFP_KERNEL,
+    )?;
+    let name = fmt!("rnvme{}n{}", ctrl.index, nsid);
+    builder.build_owned::<RustNvmeMq, _>(name, tagset.clone(), ns)
+}
+
+/// Log a new disk.
+fn announce(dev: &Device<Bound>, ctrl: &Ctrl, info: &CtrlInfo, f: &NsFormat) {
+    let flag = |on: bool, name: &'static str| if on { name } else { "" };
+    dev_info!(
+        dev,
+        "rnvme{}n{}: {} blocks of {} bytes ({} MiB){}{}{}\n",
+        ctrl.index,
+        f.nsid,
+        f.nsze,
+        1u32 << f.lba_shift,
+        (f.nsze << f.lba_shift) >> 20,
+        flag(info.vwc, ", write cache"),
+        flag(info.oncs & cmd::ONCS_DSM != 0, ", discard"),
+        flag(info.oncs & cmd::ONCS_WRITE_ZEROES != 0, ", write zeroes")
+    );
+}
+
+/// A disk for every active namespace with a supported format.
+pub(crate) fn add_disks(
+    ctrl: &Arc<Ctrl>,
+    dev: &Device<Bound>,
+    limits: &DiskLimits<'_>,
+) -> Result<KVec<GenDisk<NvmeOps>>> {
+    let tagset = tag_set(ctrl)?;
+    let list = ctrl
+        .admin()
+        .identify::<NsList>(&ctrl.regs, dev, 0, cmd::CNS_ACTIVE_NS_LIST)?;
+    let list = list.view()?;
+    let mut disks = KVec::new();
+    for i in 0..1024 {
+        let nsid: u32 = io_read!(list, .0[try: i]);
+        if nsid == 0 {
+            break;
+        }
+        let Some(format) = identify_ns(ctrl, dev, nsid)? else {
+            continue;
+        };
+        let disk = add_disk(ctrl, dev, &tagset, limits, &format)?;
+        announce(dev, ctrl, limits.info, &format);
+        disks.push(disk, GFP_KERNEL)?;
+    }
+    Ok(disks)
+}

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Describing a transfer with Physical Region Page entries (PRP1, PRP2, PRP lists).
+
+use kernel::{page::PAGE_SIZE, prelude::*};
+
+/// How a transfer is described to the device.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Prps {
+    pub(crate) prp1: u64,
+    /// Entries after PRP1: 0 (PRP2 unused), 1 (PRP2 is the entry) or more (PRP2 points to a
+    /// list of that many entries).
+    pub(crate) nr_entries: usize,
+    pub(crate) prp2: u64,
+}
+
+/// Build the PRPs of a transfer made of `segs` (bus address, length), writing list entries
+/// into `list`. `list_addr` is the bus address of `list`.
+///
+/// Pieces that continue each other physically (the block layer merges such bio vectors into
+/// one segment) are joined; otherwise a piece must start on a page and the previous one end on
+/// one, which the queue's virtual boundary limit guarantees.
+pub(crate) fn build_prps(
+    segs: impl Iterator<Item = (u64, usize)>,
+    list: &mut [u64],
+    list_addr: u64,
+) -> Result<Prps> {
+    let page = PAGE_SIZE as u64;
+    let mut prp1 = None;
+    let mut nr_entries = 0;
+    let mut end = 0u64;
+    for (addr, len) in segs {
+        let len = len as u64;
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        match prp1 {
+            None => prp1 = Some(addr),
+            Some(_) if addr == end => {}
+            Some(_) if end % page == 0 && addr % page == 0 => {}
+            Some(_) => return Err(EINVAL),
+        }
+        // Every page that starts inside this piece, except PRP1's, is a list entry.
+        let mut next = addr.next_multiple_of(page);
+        while next < addr + len {
+            if Some(next) != prp1 {
+                *list.get_mut(nr_entries).ok_or(EINVAL)? = next;
+                nr_entries += 1;
+            }
+            next += page;
+        }
+        end = addr + len;
+    }
+    let prp1 = prp1.ok_or(EINVAL)?;
+    let prp2 = match nr_entries {
+        0 => 0,
+        1 => list.first().copied().ok_or(EINVAL)?,
+        _ => list_addr,
+    };
+    Ok(Prps {
+        prp1,
+        nr_entries,
+        prp2,
+    })
+}
+
+#[kunit_tests(rust_nvme_mq_prp)]
+mod tests {
+    use super::*;
+
+    const PAGE: u64 = PAGE_SIZE as u64;
+    const PG: usize = PAGE_SIZE;
+    #[test]
+    fn prp_single_page() {
+        let mut list = [0u64; 4];
+        let p = build_prps([(0x1000_0200, 512)].into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0200,
+                nr_entries: 0,
+                prp2: 0
+            }
+        );
+    }
+
+    #[test]
+    fn prp_two_pages_uses_prp2() {
+        let mut list = [0u64; 4];
+        let segs = [(0x1000_0800, 0x800), (0x5000_0000, 0x800)];
+        let p = build_prps(segs.into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0800,
+                nr_entries: 1,
+                prp2: 0x5000_0000
+            }
+        );
+    }
+
+    #[test]
+    fn prp_list() {
+        let mut list = [0u64; 4];
+        let segs = [
+            (0x1000_0000, 0x1000),
+            (0x2000_0000, 0x1000),
+            (0x3000_0000, 0x200),
+        ];
+        let p = build_prps(segs.into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0000,
+                nr_entries: 2,
+                prp2: 0x9000
+            }
+        );
+        assert_eq!(&list[..2], &[0x2000_0000, 0x3000_0000]);
+    }
+
+    #[test]
+    fn prp_rejects_gaps_and_overlong() {
+        let mut list = [0u64; 1];
+        // Second piece not page aligned.
+        assert!(build_prps([(0, PG), (PAGE + 8, 8)].into_iter(), &mut list, 0).is_err());
+        // First piece does not end on a page and the next does not continue it.
+        assert!(build_prps([(0, 512), (PAGE, 8)].into_iter(), &mut list, 0).is_err());
+        // More entries than the list holds.
+        let segs = [(0, PG), (PAGE, PG), (2 * PAGE, PG)];
+        assert!(build_prps(segs.into_iter(), &mut list, 0).is_err());
+    }
+
+    #[test]
+    fn prp_joins_contiguous_pieces() {
+        let mut list = [0u64; 4];
+        // Two 1 KiB pieces of one page: one PRP.
+        let segs = [(0x1000_0000, 1024), (0x1000_0400, 1024)];
+        let p = build_prps(segs.into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0000,
+                nr_entries: 0,
+                prp2: 0
+            }
+        );
+        // A piece running into the next page.
+        let p = build_prps([(PAGE - 8, 16)].into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: PAGE - 8,
+                nr_entries: 1,
+                prp2: PAGE
+            }
+        );
+        // Contiguous pieces across a page boundary.
+        let segs = [
+            (0x1000_0800, 0x800),
+            (0x1000_1000, 0x1000),
+            (0x1000_2000, 0x10),
+        ];
+        let p = build_prps(segs.into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0800,
+                nr_entries: 2,
+                prp2: 0x9000
+            }
+        );
+        assert_eq!(&list[..2], &[0x1000_1000, 0x1000_2000]);
+    }
+}

@@ -1,0 +1,683 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! I/O submission/completion queue pairs: command slots, the lending rule between queues,
+//! building commands from requests, submission, and completion from the interrupt handler.
+
+use crate::{
+    cmd::{self, Sqe},
+    ns::{Namespace, NvmeOps},
+    prp::build_prps,
+    regs::Regs,
+};
+use kernel::{
+    block::{
+        mq::{Command, MappedSegment, Request},
+        SECTOR_SHIFT,
+    },
+    cpumask::Cpumask,
+    device::{self, Bound},
+    dma::{Coherent, DataDirection},
+    io::io_write,
+    irq::{self, IrqReturn},
+    prelude::*,
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, Relaxed},
+        new_spinlock_irq, Arc, SpinLockIrq,
+    },
+};
+
+/// PRP list entries per command slot: the largest request is this many pages.
+pub(crate) const PRP_LIST_ENTRIES: usize = 64;
+/// Largest number of single-page segments in a request: one for PRP1, the rest in the list.
+pub(crate) const MAX_SEGMENTS: usize = PRP_LIST_ENTRIES + 1;
+/// Completions handled per lock hold.
+const COMPLETION_BATCH: usize = 16;
+
+/// The order in which queues are tried for a request from `home`: the home queue, then,
+/// with `overflow`, the others round robin (each of which may refuse, see [`may_take`]).
+pub(crate) fn queue_order(
+    home: usize,
+    nr_queues: usize,
+    overflow: bool,
+) -> impl Iterator<Item = usize> {
+    let tries = if overflow { nr_queues } else { 1 };
+    (0..tries).map(move |i| (home + i) % nr_queues.max(1))
+}
+
+/// How many of a queue's `slots` it keeps for requests of its own CPUs (those whose home it
+/// is): a quarter, rounded up.
+pub(crate) fn lend_reserve(slots: usize) -> usize {
+    slots.div_ceil(4)
+}
+
+/// The lending rule: whether a request may take one of a queue's `free` slots (out of
+/// `slots`). A request of one of the queue's own CPUs may take any free slot; a request of a
+/// foreign CPU (overflowing from its full home queue) only while more than
+/// [`lend_reserve`] slots are free, so lending never leaves fewer than the reserve free.
+///
+/// A CPU that keeps at most the reserve in flight on its queue therefore never finds it full,
+/// however much other CPUs borrow, while a CPU with more load than its queue holds still gets
+/// every slot the others do not need beyond their reserve.
+pub(crate) fn may_take(free: usize, slots: usize, foreign: bool) -> bool {
+    if foreign {
+        free > lend_reserve(slots)
+    } else {
+        free > 0
+    }
+}
+
+/// The MSI-X vector of I/O queue `index` when `nr_vectors` were granted: vector 0 belongs to
+/// the admin queue, the others are shared round robin.
+pub(crate) fn queue_vector(index: usize, nr_vectors: usize) -> usize {
+    if nr_vectors > 1 {
+        1 + index % (nr_vectors - 1)
+    } else {
+        0
+    }
+}
+
+/// Counters of one I/O queue.
+pub(crate) struct QueueStats {
+    pub(crate) submitted: Atomic<u64>,
+    pub(crate) completed: Atomic<u64>,
+    pub(crate) overflow_out: Atomic<u64>,
+    pub(crate) overflow_in: Atomic<u64>,
+    /// Submissions of the queue's own CPUs that found it full.
+    pub(crate) full: Atomic<u64>,
+    /// Submissions of foreign CPUs turned away by the lending rule (reserve or full).
+    pub(crate) refused: Atomic<u64>,
+    /// Submissions that passed this queue by because no CPU of its vector was online.
+    pub(crate) offline: Atomic<u64>,
+}
+
+impl QueueStats {
+    fn new() -> Self {
+        Self {
+            submitted: Atomic::new(0),
+            completed: Atomic::new(0),
+            overflow_out: Atomic::new(0),
+            overflow_in: Atomic::new(0),
+            full: Atomic::new(0),
+            refused: Atomic::new(0),
+            offline: Atomic::new(0),
+        }
+    }
+}
+
+/// A command slot of an I/O queue, indexed by command id.
+struct Slot {
+    rq: Option<ARef<Request<NvmeOps>>>,
+    maps: KVec<MappedSegment>,
+    /// The command timed out and an Abort was sent for it.
+    aborted: bool,
+    /// The request came from a foreign CPU (the slot is lent).
+    lent: bool,
+}
+
+impl Slot {
+    /// A free slot, with room for the mappings of the largest request.
+    fn new() -> Result<Self> {
+        Ok(Self {
+            rq: None,
+            maps: KVec::with_capacity(MAX_SEGMENTS, GFP_KERNEL)?,
+            aborted: false,
+            lent: false,
+        })
+    }
+
+    fn holds(&self, rq: &Request<NvmeOps>) -> bool {
+        self.rq.as_ref().is_some_and(|r| core::ptr::eq(&**r, rq))
+    }
+}
+
+/// The mutable state of an I/O queue pair.
+struct QueueState {
+    sq_tail: u16,
+    cq_head: u16,
+    phase: bool,
+    /// Command ids not in flight; at most `depth - 1`, so the queues never overrun.
+    free: KVec<u16>,
+    slots: KVec<Slot>,
+    /// False while the controller is being reset.
+    accepting: bool,
+    /// Slots held by requests of foreign CPUs, now and at most so far.
+    lent: usize,
+    lent_max: usize,
+}
+
+impl QueueState {
+    /// The state of an empty queue pair of `depth` entries: `depth - 1` free slots.
+    fn new(depth: u16) -> Result<Self> {
+        let n = usize::from(depth);
+        let mut free = KVec::with_capacity(n - 1, GFP_KERNEL)?;
+        // Pop order: low command ids first.
+        for cid in (0..depth - 1).rev() {
+            free.push(cid, GFP_KERNEL)?;
+        }
+        let mut slots = KVec::with_capacity(n - 1, GFP_KERNEL)?;
+        for _ in 0..n - 1 {
+            slots.push(Slot::new()?, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            sq_tail: 0,
+            cq_head: 0,
+            phase: true,
+            free,
+            slots,
+            accepting: true,
+            lent: 0,
+            lent_max: 0,
+        })
+    }
+
+    /// Give back slot `cid`, whose request is gone (ended, or never submitted).
+    fn release(&mut self, cid: u16) {
+        if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
+            slot.maps.clear();
+            slot.aborted = false;
+            if slot.lent {
+                slot.lent = false;
+                self.lent -= 1;
+            }
+        }
+        // Cannot fail: `free` was allocated for every command id.
+        let _ = self.free.push(cid, GFP_ATOMIC);
+    }
+
+    /// Take the request out of slot `cid` and give the slot back.
+    fn take(&mut self, cid: u16) -> Option<ARef<Request<NvmeOps>>> {
+        let slot = self.slots.get_mut(usize::from(cid))?;
+        let rq = slot.rq.take();
+        if rq.is_some() {
+            // Unmaps before the request ends and the block layer may free the pages.
+            self.release(cid);
+        } else {
+            slot.maps.clear();
+            slot.aborted = false;
+        }
+        rq
+    }
+
+    /// Advance the completion queue head of a queue of `depth` entries.
+    fn advance_cq(&mut self, depth: u16) {
+        self.cq_head += 1;
+        if self.cq_head == depth {
+            self.cq_head = 0;
+            self.phase = !self.phase;
+        }
+    }
+}
+
+/// Why a submission did not happen.
+pub(crate) enum SubmitError {
+    /// The queue has no free slot (or none it may lend); the request comes back for another
+    /// queue.
+    Full(ARef<Request<NvmeOps>>),
+    /// No CPU of the queue's interrupt vector is online, so its completions would raise no
+    /// interrupt; the request comes back for another queue.
+    Offline(ARef<Request<NvmeOps>>),
+    /// The request cannot be carried out.
+    Failed(Error),
+}
+
+/// A completion taken off the queue, ended outside the lock.
+type Done = Option<(ARef<Request<NvmeOps>>, Result)>;
+
+/// An I/O submission/completion queue pair.
+#[pin_data]
+pub(crate) struct IoQueue {
+    pub(crate) qid: u16,
+    pub(crate) depth: u16,
+    regs: Arc<Regs>,
+    dev: ARef<device::Device>,
+    sq: Coherent<[u8]>,
+    cq: Coherent<[u8]>,
+    /// `PRP_LIST_ENTRIES` per slot: the PRP list, or the range of a Dataset Management.
+    prps: Coherent<[u64]>,
+    #[pin]
+    state: SpinLockIrq<QueueState>,
+    pub(crate) stats: QueueStats,
+}
+
+impl IoQueue {
+    pub(crate) fn new(
+        dev: &device::Device<Bound>,
+        regs: Arc<Regs>,
+        qid: u16,
+        depth: u16,
+    ) -> Result<Arc<Self>> {
+        let n = usize::from(depth);
+        let state = QueueState::new(depth)?;
+        let sq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<Sqe>(), GFP_KERNEL)?;
+        let cq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<cmd::Cqe>(), GFP_KERNEL)?;
+        let prps = Coherent::<u64>::zeroed_slice(dev, (n - 1) * PRP_LIST_ENTRIES, GFP_KERNEL)?;
+        let dev: ARef<device::Device> = dev.into();
+        Arc::pin_init(
+            try_pin_init!(Self {
+                qid,
+                depth,
+                regs,
+                dev,
+                sq,
+                cq,
+                prps,
+                state <- new_spinlock_irq!(state),
+                stats: QueueStats::new(),
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Bus addresses of the submission and completion queue.
+    pub(crate) fn ring_addresses(&self) -> (u64, u64) {
+        (self.sq.dma_address(), self.cq.dma_address())
+    }
+
+    /// The number of command slots.
+    pub(crate) fn slots(&self) -> usize {
+        usize::from(self.depth) - 1
+    }
+
+    /// Map the data of `rq` for DMA into `maps`, one mapping per physically contiguous run:
+    /// behind an IOMMU, pieces mapped one by one would get unrelated bus addresses that PRPs
+    /// cannot describe.
+    fn map_data(
+        &self,
+        rq: &Request<NvmeOps>,
+        dir: DataDirection,
+        maps: &mut KVec<MappedSegment>,
+    ) -> Result {
+        rq.dma_map_segments(&self.dev, dir, |map| {
+            maps.push(map, GFP_ATOMIC).map_err(|_| EIO)
+        })
+        .map_err(|_| EIO)
+    }
+
+    /// The first PRP list entry of slot `cid` and its bus address.
+    fn list_of(&self, cid: u16) -> (usize, u64) {
+        let index = usize::from(cid) * PRP_LIST_ENTRIES;
+        let addr = self.prps.dma_address() + (index * size_of::<u64>()) as u64;
+        (index, addr)
+    }
+
+    /// A Dataset Management (deallocate) of `blocks` blocks from `lba`: one range, written
+    /// into the list area of slot `cid`.
+    fn discard(&self, nsid: u32, cid: u16, lba: u64, blocks: u32) -> Result<Sqe> {
+        let (index, addr) = self.list_of(cid);
+        // Context attributes and length in blocks, then the starting LBA.
+        io_write!(self.prps, [try: index], u64::from(blocks) << 32);
+        io_write!(self.prps, [try: index + 1], lba);
+        Ok(Sqe::new(cmd::NVM_DSM, nsid)
+            .prps(addr, 0)
+            .cdw10(0)
+            .cdw11(cmd::DSM_DEALLOCATE))
+    }
+
+    /// A read or write of `rq` in slot `cid`, mapping its data into `maps`.
+    fn read_write(
+        &self,
+        rq: &Request<NvmeOps>,
+        (opcode, nsid): (u8, u32),
+        dir: DataDirection,
+        cid: u16,
+        maps: &mut KVec<MappedSegment>,
+    ) -> Result<Sqe> {
+        self.map_data(rq, dir, maps)?;
+        let (index, addr) = self.list_of(cid);
+        let mut list = [0u64; PRP_LIST_ENTRIES];
+        let segs = maps.iter().map(|m| (m.dma_address(), m.len()));
+        let prps = build_prps(segs, &mut list, addr)?;
+        if prps.nr_entries > 1 {
+            for (i, entry) in list.iter().take(prps.nr_entries).enumerate() {
+                io_write!(self.prps, [try: index + i], *entry);
+            }
+        }
+        Ok(Sqe::new(opcode, nsid).prps(prps.prp1, prps.prp2))
+    }
+
+    /// Build the command for `rq` in slot `cid`, mapping its data into `maps`.
+    fn prepare(
+        &self,
+        ns: &Namespace,
+        rq: &Request<NvmeOps>,
+        cid: u16,
+        maps: &mut KVec<MappedSegment>,
+    ) -> Result<Sqe> {
+        let lba = rq.sector() >> (ns.lba_shift - SECTOR_SHIFT);
+        let blocks = rq.bytes() >> ns.lba_shift;
+        let command = rq.command();
+        if blocks == 0 && !matches!(command, Command::Flush | Command::Other(_)) {
+            return Err(EINVAL);
+        }
+        let (opcode, dir) = match command {
+            Command::Read => (cmd::NVM_READ, DataDirection::FromDevice),
+            Command::Write => (cmd::NVM_WRITE, DataDirection::ToDevice),
+            Command::Flush => return Ok(Sqe::new(cmd::NVM_FLUSH, ns.nsid)),
+            Command::Discard => return self.discard(ns.nsid, cid, lba, blocks),
+            Command::WriteZeroes => {
+                return Ok(Sqe::new(cmd::NVM_WRITE_ZEROES, ns.nsid)
+                    .slba(lba)
+                    .cdw12(blocks - 1))
+            }
+            Command::Other(_) => return Err(EOPNOTSUPP),
+        };
+        let mut cdw12 = blocks - 1;
+        if rq.is_fua() && command == Command::Write {
+            cdw12 |= cmd::RW_FUA;
+        }
+        let sqe = self.read_write(rq, (opcode, ns.nsid), dir, cid, maps)?;
+        Ok(sqe.slba(lba).cdw12(cdw12))
+    }
+
+    /// Whether the queue may be used: its interrupt vector has an online CPU. `cpus`: the
+    /// CPUs of the vector, if it has managed affinity.
+    fn online(&self, cpus: Option<&Cpumask>) -> bool {
+        if cpus.is_some_and(|cpus| !cpus.intersects(Cpumask::online())) {
+            self.stats.offline.add(1, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Whether the lending rule lets a (`foreign`) request have a slot now.
+    fn admits(&self, st: &QueueState, foreign: bool) -> bool {
+        if may_take(st.free.len(), self.slots(), foreign) {
+            return true;
+        }
+        if foreign {
+            self.stats.refused.add(1, Relaxed);
+        } else {
+            self.stats.full.add(1, Relaxed);
+        }
+        false
+    }
+
+    /// Submit `rq` to this queue if the lending rule lets it have a free slot; `foreign`: the
+    /// request comes from a CPU whose home queue is another one. `cpus`: the CPUs of the
+    /// queue's interrupt vector, if it has managed affinity; the queue is only used while one
+    /// of them is online. `lose`: keep the command in its slot but do not give it to the
+    /// controller (fault injection).
+    pub(crate) fn submit(
+        &self,
+        ns: &Namespace,
+        rq: ARef<Request<NvmeOps>>,
+        foreign: bool,
+        lose: bool,
+        cpus: Option<&Cpumask>,
+    ) -> Result<(), SubmitError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        if !st.accepting {
+            return Err(SubmitError::Failed(ENOMEM));
+        }
+        // The interrupt core shuts a managed vector down when the last CPU of its mask goes
+        // offline. Checked with the lock held, so with interrupts off on this CPU: a CPU
+        // cannot leave the online mask (that happens in stop_machine) until the command is
+        // on the queue, where a later reap finds it (see `NvmeOps::queue_rq` and `timeout`).
+        if !self.online(cpus) {
+            return Err(SubmitError::Offline(rq));
+        }
+        if !self.admits(st, foreign) {
+            return Err(SubmitError::Full(rq));
+        }
+        let Some(cid) = st.free.pop() else {
+            return Err(SubmitError::Full(rq));
+        };
+        let Some(slot) = st.slots.get_mut(usize::from(cid)) else {
+            return Err(SubmitError::Failed(EIO));
+        };
+        let mut sqe = match self.prepare(ns, &rq, cid, &mut slot.maps) {
+            Ok(sqe) => sqe,
+            Err(e) => {
+                st.release(cid);
+                return Err(SubmitError::Failed(e));
+            }
+        };
+        slot.rq = Some(rq);
+        slot.lent = foreign;
+        if foreign {
+            st.lent += 1;
+            st.lent_max = st.lent_max.max(st.lent);
+        }
+        self.stats.submitted.add(1, Relaxed);
+        if lose {
+            pr_warn!(
+                "queue {}: losing command {} (fault injection)\n",
+                self.qid,
+                cid
+            );
+            return Ok(());
+        }
+        sqe.set_cid(cid);
+        self.push(st, sqe);
+        Ok(())
+    }
+
+    /// Put `sqe` at the tail of the submission queue and ring the doorbell.
+    fn push(&self, st: &mut QueueState, sqe: Sqe) {
+        // Cannot fail: `sq_tail` < `depth`, the queue's size.
+        let _ = cmd::write_sqe(&self.sq, st.sq_tail, sqe);
+        st.sq_tail += 1;
+        if st.sq_tail == self.depth {
+            st.sq_tail = 0;
+        }
+        self.regs.sq_doorbell(self.qid, st.sq_tail);
+    }
+
+    /// Take up to `COMPLETION_BATCH` completions off the completion queue into `done`, with
+    /// the lock held; returns how many requests were taken and whether any entry was.
+    fn reap_batch(&self, done: &mut [Done; COMPLETION_BATCH]) -> (usize, bool) {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let mut n = 0;
+        let mut consumed = false;
+        while n < COMPLETION_BATCH {
+            let Ok(Some(cqe)) = cmd::read_cqe(&self.cq, st.cq_head, st.phase) else {
+                break;
+            };
+            consumed = true;
+            st.advance_cq(self.depth);
+            if let (Some(rq), Some(entry)) = (st.take(cqe.cid), done.get_mut(n)) {
+                *entry = Some((rq, cmd::status_to_result(cqe.status)));
+                n += 1;
+            }
+        }
+        if consumed {
+            self.regs.cq_doorbell(self.qid, st.cq_head);
+        }
+        (n, consumed)
+    }
+
+    /// Reap the completion queue; returns whether there was anything.
+    pub(crate) fn process_completions(&self) -> bool {
+        let mut any = false;
+        loop {
+            let mut done: [Done; COMPLETION_BATCH] = [const { None }; COMPLETION_BATCH];
+            let (n, consumed) = self.reap_batch(&mut done);
+            any |= consumed;
+            for (rq, status) in done.iter_mut().filter_map(Option::take) {
+                self.stats.completed.add(1, Relaxed);
+                // The slot held the only reference, so ending cannot fail.
+                let _ = Request::end(rq, status);
+            }
+            if n < COMPLETION_BATCH {
+                return any;
+            }
+        }
+    }
+
+    /// Stop (`false`) or resume (`true`) taking submissions, around a controller reset.
+    pub(crate) fn set_accepting(&self, accepting: bool) {
+        self.state.lock().accepting = accepting;
+    }
+
+    /// With the controller disabled: end every request in the queue with an I/O error and
+    /// start the queue pair afresh (empty, tail and head 0, phase 1). Returns how many
+    /// requests were failed.
+    pub(crate) fn fail_all_and_clear(&self) -> usize {
+        let mut failed = 0;
+        for cid in 0..self.depth - 1 {
+            let rq = self.state.lock().take(cid);
+            if let Some(rq) = rq {
+                failed += 1;
+                self.stats.completed.add(1, Relaxed);
+                let _ = Request::end(rq, Err(EIO));
+            }
+        }
+        let mut st = self.state.lock();
+        // Cannot fail: the queue has `depth` entries.
+        let _ = cmd::clear_cq(&self.cq, self.depth);
+        st.sq_tail = 0;
+        st.cq_head = 0;
+        st.phase = true;
+        failed
+    }
+
+    /// The command id of `rq` if it is on this queue; `mark`: note that it was aborted, and
+    /// return whether it already had been.
+    pub(crate) fn find(&self, rq: &Request<NvmeOps>, mark: bool) -> Option<(u16, bool)> {
+        let mut st = self.state.lock();
+        let (cid, slot) = st.slots.iter_mut().enumerate().find(|(_, s)| s.holds(rq))?;
+        let was = slot.aborted;
+        slot.aborted |= mark;
+        Some((u16::try_from(cid).ok()?, was))
+    }
+
+    /// Commands in flight, lent slots now and at most so far.
+    pub(crate) fn occupancy(&self) -> (usize, usize, usize) {
+        let st = self.state.lock();
+        (self.slots() - st.free.len(), st.lent, st.lent_max)
+    }
+}
+
+/// The interrupt handler of one vector: reaps the completion queues assigned to it.
+pub(crate) struct CqIrq {
+    queues: KVec<Arc<IoQueue>>,
+}
+
+impl CqIrq {
+    /// The handler of `vector` out of `nr_vectors`: the queues whose completions interrupt
+    /// on it.
+    pub(crate) fn new(queues: &[Arc<IoQueue>], vector: usize, nr_vectors: usize) -> Result<Self> {
+        let mut mine = KVec::new();
+        for (i, q) in queues.iter().enumerate() {
+            if queue_vector(i, nr_vectors) == vector {
+                mine.push(q.clone(), GFP_KERNEL)?;
+            }
+        }
+        Ok(Self { queues: mine })
+    }
+}
+
+impl irq::Handler for CqIrq {
+    fn handle(&self) -> IrqReturn {
+        let mut any = false;
+        for q in self.queues.iter() {
+            any |= q.process_completions();
+        }
+        if any {
+            IrqReturn::Handled
+        } else {
+            IrqReturn::None
+        }
+    }
+}
+
+#[kunit_tests(rust_nvme_mq)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_home_first_then_round_robin() {
+        let mut order = KVec::new();
+        for q in queue_order(2, 4, true) {
+            order.push(q, GFP_KERNEL).unwrap();
+        }
+        assert_eq!(&order[..], &[2, 3, 0, 1]);
+    }
+
+    #[test]
+    fn order_without_overflow_is_home_only() {
+        assert_eq!(queue_order(3, 4, false).count(), 1);
+        assert_eq!(queue_order(3, 4, false).next(), Some(3));
+    }
+
+    #[test]
+    fn reserve_is_a_quarter_rounded_up() {
+        assert_eq!(lend_reserve(1), 1);
+        assert_eq!(lend_reserve(3), 1);
+        assert_eq!(lend_reserve(15), 4);
+        assert_eq!(lend_reserve(16), 4);
+        assert_eq!(lend_reserve(1023), 256);
+    }
+
+    #[test]
+    fn own_cpus_take_any_free_slot() {
+        assert!(may_take(1, 15, false));
+        assert!(may_take(15, 15, false));
+        assert!(!may_take(0, 15, false));
+    }
+
+    #[test]
+    fn foreign_cpus_leave_the_reserve() {
+        assert!(may_take(15, 15, true));
+        assert!(may_take(5, 15, true));
+        assert!(!may_take(4, 15, true));
+        assert!(!may_take(0, 15, true));
+        // A queue of one slot never lends it; one of three lends two.
+        assert!(!may_take(1, 1, true));
+        assert!(may_take(2, 3, true));
+        assert!(!may_take(1, 3, true));
+    }
+
+    /// A greedy borrower against a queue whose own CPU keeps `own` requests in flight (taken
+    /// first or after the borrower): how many slots are lent, and whether the own CPU got all
+    /// its slots.
+    fn borrow_all(slots: usize, own: usize, own_first: bool) -> (usize, bool) {
+        let mut free = slots;
+        let mut own_ok = true;
+        let mut take_own = |free: &mut usize| {
+            for _ in 0..own {
+                if may_take(*free, slots, false) {
+                    *free -= 1;
+                } else {
+                    own_ok = false;
+                }
+            }
+        };
+        if own_first {
+            take_own(&mut free);
+        }
+        let mut lent = 0;
+        while may_take(free, slots, true) {
+            free -= 1;
+            lent += 1;
+        }
+        if !own_first {
+            take_own(&mut free);
+        }
+        (lent, own_ok)
+    }
+
+    #[test]
+    fn lending_keeps_own_cpus_served() {
+        // 15 slots, a shallow reader (4) on the lender: lent 7, or 11 while it is idle, and
+        // the reader always gets its 4.
+        assert_eq!(borrow_all(15, 4, true), (7, true));
+        assert_eq!(borrow_all(15, 4, false), (11, true));
+        // Three readers of 8 crowd one CPU, one reader of 8 on each other: each lender gives
+        // 3, so the crowded CPU gets 15 + 3 * 3 = 24.
+        assert_eq!(borrow_all(15, 8, true), (3, true));
+        // An idle lender still keeps its reserve.
+        assert_eq!(borrow_all(15, 0, true), (11, true));
+    }
+
+    #[test]
+    fn vectors_shared_round_robin() {
+        assert_eq!(queue_vector(0, 5), 1);
+        assert_eq!(queue_vector(3, 5), 4);
+        assert_eq!(queue_vector(3, 3), 2);
+        assert_eq!(queue_vector(2, 1), 0);
+    }
+}
