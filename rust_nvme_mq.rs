@@ -76,13 +76,14 @@
 use kernel::{
     block::mq::{
         gen_disk::{GenDisk, GenDiskBuilder},
-        Command, MappedSegment, Operations, Request, TagSet, TagSetFlag, TimeoutReturn,
+        Command, DmaDevice, DmaMapping, Operations, Request, TagSet, TagSetFlag, TimeoutReturn,
     },
     cpu::CpuId,
     cpumask::{Cpumask, CpumaskVar},
     debugfs,
     device::{self, Core},
-    dma::{Coherent, DataDirection},
+    devres::Devres,
+    dma::Coherent,
     driver,
     io::{io_read, io_write, Io},
     irq::{self, IrqReturn},
@@ -800,7 +801,7 @@ impl QueueStats {
 /// A command slot of an I/O queue, indexed by command id.
 struct Slot {
     rq: Option<ARef<Request<NvmeOps>>>,
-    maps: KVec<MappedSegment>,
+    maps: DmaMapping<NvmeOps>,
     /// The command timed out and an Abort was sent for it.
     aborted: bool,
     /// The request came from a foreign CPU (the slot is lent).
@@ -826,7 +827,7 @@ impl QueueState {
     /// Give back slot `cid`, whose request is gone (ended, or never submitted).
     fn release(&mut self, cid: u16) {
         if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
-            slot.maps.clear();
+            slot.maps.unmap();
             slot.aborted = false;
             if slot.lent {
                 slot.lent = false;
@@ -856,7 +857,7 @@ struct IoQueue {
     qid: u16,
     depth: u16,
     regs: Arc<Regs>,
-    dev: ARef<device::Device>,
+    dev: DmaDevice,
     sq: Coherent<[u32]>,
     cq: Coherent<[u32]>,
     /// `PRP_LIST_ENTRIES` per slot: the PRP list, or the range of a Dataset Management.
@@ -884,7 +885,7 @@ impl IoQueue {
             slots.push(
                 Slot {
                     rq: None,
-                    maps: KVec::with_capacity(MAX_SEGMENTS, GFP_KERNEL)?,
+                    maps: DmaMapping::new(dev, MAX_SEGMENTS)?,
                     aborted: false,
                     lent: false,
                 },
@@ -894,7 +895,7 @@ impl IoQueue {
         let sq = Coherent::<u32>::zeroed_slice(dev, n * cmd::SQE_DWORDS, GFP_KERNEL)?;
         let cq = Coherent::<u32>::zeroed_slice(dev, n * cmd::CQE_DWORDS, GFP_KERNEL)?;
         let prps = Coherent::<u64>::zeroed_slice(dev, (n - 1) * PRP_LIST_ENTRIES, GFP_KERNEL)?;
-        let dev: ARef<device::Device> = dev.into();
+        let dev = DmaDevice::new(dev)?;
         Arc::pin_init(
             try_pin_init!(Self {
                 qid,
@@ -926,15 +927,15 @@ impl IoQueue {
         ns: &Namespace,
         rq: &Request<NvmeOps>,
         cid: u16,
-        maps: &mut KVec<MappedSegment>,
+        maps: &mut DmaMapping<NvmeOps>,
     ) -> Result<Sqe> {
         let lba = rq.sector() >> (ns.lba_shift - SECTOR_SHIFT);
         let blocks = rq.bytes() >> ns.lba_shift;
         let list_index = usize::from(cid) * PRP_LIST_ENTRIES;
         let list_addr = self.prps.dma_address() + (list_index * 8) as u64;
-        let (opcode, dir) = match rq.command() {
-            Command::Read => (cmd::NVM_READ, DataDirection::FromDevice),
-            Command::Write => (cmd::NVM_WRITE, DataDirection::ToDevice),
+        let opcode = match rq.command() {
+            Command::Read => cmd::NVM_READ,
+            Command::Write => cmd::NVM_WRITE,
             Command::Flush => return Ok(Sqe::new(cmd::NVM_FLUSH, ns.nsid)),
             Command::Discard => {
                 if blocks == 0 {
@@ -961,18 +962,13 @@ impl IoQueue {
         if blocks == 0 {
             return Err(EINVAL);
         }
-        // One mapping per physically contiguous run: behind an IOMMU, pieces mapped one by one
-        // would get unrelated bus addresses that PRPs cannot describe.
-        rq.dma_map_segments(&self.dev, dir, |map| {
-            maps.push(map, GFP_ATOMIC).map_err(|_| EIO)
-        })
-        .map_err(|_| EIO)?;
+        // The block layer maps physically contiguous pieces together (behind an IOMMU, the
+        // whole request as one range), as PRPs need.
+        self.dev
+            .with_bound(|dev| maps.map(dev, rq))
+            .map_err(|_| EIO)?;
         let mut list = [0u64; PRP_LIST_ENTRIES];
-        let prps = build_prps(
-            maps.iter().map(|m| (m.dma_address(), m.len())),
-            &mut list,
-            list_addr,
-        )?;
+        let prps = build_prps(maps.segments(), &mut list, list_addr)?;
         if prps.nr_entries > 1 {
             for (i, entry) in list[..prps.nr_entries].iter().enumerate() {
                 io_write!(self.prps, [panic: list_index + i], *entry);
@@ -1097,7 +1093,7 @@ impl IoQueue {
                         // pages.
                         st.release(cid);
                     } else {
-                        slot.maps.clear();
+                        slot.maps.unmap();
                         slot.aborted = false;
                     }
                 }
@@ -1514,18 +1510,18 @@ impl Drop for Enabled {
 
 /// A bound NVMe controller. Fields are dropped in order: disks first (which waits for their
 /// requests), then the controller is shut down, then interrupts and queue memory go.
-struct NvmeDevice<'bound> {
+struct NvmeDevice {
     disks: KVec<GenDisk<NvmeOps>>,
     _stats_file: Option<Pin<KBox<debugfs::File<StatsFile>>>>,
     _lose_file: Option<Pin<KBox<debugfs::File<LoseFile>>>>,
     _debugfs: debugfs::Dir,
     enabled: Option<Enabled>,
-    _irqs: pci::IrqHandlers<'bound, CqIrq>,
+    _irqs: Devres<pci::IrqHandlers<CqIrq>>,
     ctrl: Arc<Ctrl>,
     _index: CtrlIndex,
 }
 
-impl Drop for NvmeDevice<'_> {
+impl Drop for NvmeDevice {
     fn drop(&mut self) {
         // Removing the disks waits for every request to end.
         self.disks.clear();
@@ -1549,8 +1545,8 @@ impl Drop for NvmeDevice<'_> {
     }
 }
 
-impl<'bound> NvmeDevice<'bound> {
-    fn probe(pdev: &'bound pci::Device<Core<'_>>) -> Result<Self> {
+impl NvmeDevice {
+    fn probe(pdev: &pci::Device<Core<'_>>) -> Result<Self> {
         let depth = module_parameters::io_queue_depth.value();
         let overflow = module_parameters::overflow.value();
         let io_timeout = Delta::from_secs(module_parameters::io_timeout.value().into());
@@ -1679,7 +1675,8 @@ impl<'bound> NvmeDevice<'bound> {
                 Ok(CqIrq { queues: mine })
             },
         )?;
-        let nr_vectors = irqs.len();
+        let irqs_now = irqs.access(dev)?;
+        let nr_vectors = irqs_now.len();
 
         create_io_queues(&mut admin, &regs, &queues, nr_vectors)?;
 
@@ -1707,7 +1704,8 @@ impl<'bound> NvmeDevice<'bound> {
         for cpu in 0..nr_cpus {
             let own = CpuId::from_u32(cpu).and_then(|id| {
                 (0..nr_queues).find(|&i| {
-                    irqs.affinity(queue_vector(i, nr_vectors))
+                    irqs_now
+                        .affinity(queue_vector(i, nr_vectors))
                         .is_some_and(|mask| nr_vectors > 1 && mask.test(id))
                 })
             });
@@ -1718,7 +1716,7 @@ impl<'bound> NvmeDevice<'bound> {
         // The CPUs of each queue's vector, to skip queues whose vector has no online CPU.
         let mut vector_cpus = KVec::with_capacity(nr_queues, GFP_KERNEL)?;
         for i in 0..nr_queues {
-            let cpus = match irqs.affinity(queue_vector(i, nr_vectors)) {
+            let cpus = match irqs_now.affinity(queue_vector(i, nr_vectors)) {
                 Some(mask) if nr_vectors > 1 => Some(CpumaskVar::try_clone(mask)?),
                 _ => None,
             };
@@ -1898,7 +1896,7 @@ kernel::pci_device_table!(
 
 impl pci::Driver for NvmeDriver {
     type IdInfo = ();
-    type Data<'bound> = NvmeDevice<'bound>;
+    type Data<'bound> = NvmeDevice;
 
     const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
 
