@@ -95,6 +95,7 @@ use ctrl::{Ctrl, CtrlIndex, CtrlInfo, EnabledAdmin, QueueMap, QueueSetup};
 use kernel::{
     block::mq::gen_disk::GenDisk,
     device::{self, Core},
+    devres::Devres,
     dma::{self, DmaMask},
     driver, irq,
     page::PAGE_SIZE,
@@ -159,11 +160,11 @@ static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
 /// their requests), the debugfs files, then the controller (the last reference to it: it is
 /// shut down before its queue memory goes), then the interrupts and the I/O queue memory they
 /// reap.
-struct NvmeDevice<'bound> {
+struct NvmeDevice {
     _disks: KVec<GenDisk<NvmeOps>>,
     _debugfs: Option<debugfs::CtrlDebugfs>,
     _ctrl: Arc<Ctrl>,
-    _irqs: pci::IrqHandlers<'bound, CqIrq>,
+    _irqs: Devres<pci::IrqHandlers<CqIrq>>,
     _index: CtrlIndex,
 }
 
@@ -287,10 +288,10 @@ fn alloc_io_queues(
 
 /// One interrupt handler per MSI-X vector, each reaping the completion queues assigned to it.
 /// Vector 0 (admin queue) is not spread; the I/O queues' vectors follow the CPUs.
-fn request_irqs<'bound>(
-    pdev: &'bound pci::Device<Core<'_>>,
+fn request_irqs(
+    pdev: &pci::Device<Core<'_>>,
     queues: &[Arc<IoQueue>],
-) -> Result<pci::IrqHandlers<'bound, CqIrq>> {
+) -> Result<Devres<pci::IrqHandlers<CqIrq>>> {
     pdev.request_irq_handlers(
         1,
         u32::try_from(queues.len() + 1)?,
@@ -323,10 +324,10 @@ fn announce(pdev: &pci::Device<Core<'_>>, regs: &Regs, ctrl: &Ctrl, info: &CtrlI
     );
 }
 
-impl<'bound> NvmeDevice<'bound> {
+impl NvmeDevice {
     /// Bring the controller up step by step; each step returns what owns what it set up, so
     /// a failed step undoes the earlier ones in reverse order.
-    fn probe(pdev: &'bound pci::Device<Core<'_>>) -> Result<Self> {
+    fn probe(pdev: &pci::Device<Core<'_>>) -> Result<Self> {
         let params = Params::get();
         let dev: &device::Device<device::Bound> = pdev.as_ref();
         let regs = map_controller(pdev)?;
@@ -335,13 +336,13 @@ impl<'bound> NvmeDevice<'bound> {
         let info = CtrlInfo::identify(&mut admin, &regs, dev)?;
         let (queues, want_queues) = alloc_io_queues(pdev, &regs, &mut admin, &params, depth)?;
         let irqs = request_irqs(pdev, &queues)?;
-        let map = QueueMap::new(&irqs, queues.len())?;
+        let map = QueueMap::new(irqs.access(dev)?, queues.len())?;
         let index = CtrlIndex::take()?;
         let setup = QueueSetup {
             queues,
             map,
             want_queues,
-            nr_vectors: irqs.len(),
+            nr_vectors: irqs.access(dev)?.len(),
             overflow: params.overflow,
         };
         let ctrl = Ctrl::new(index.0, regs.clone(), admin, setup)?;
@@ -378,7 +379,7 @@ kernel::pci_device_table!(
 
 impl pci::Driver for NvmeDriver {
     type IdInfo = ();
-    type Data<'bound> = NvmeDevice<'bound>;
+    type Data<'bound> = NvmeDevice;
 
     const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
 

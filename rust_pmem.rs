@@ -88,16 +88,15 @@ impl PmemQueue {
             Command::Read => {
                 let mut pos = self.range_of(rq)?.offset;
                 rq.for_each_segment(|seg| {
-                    let len = seg.len();
-                    seg.with_data_mut(|buf| self.mem.read(pos, buf))?;
-                    pos += len;
+                    seg.copy_from(&self.mem, pos)?;
+                    pos += seg.len();
                     Ok(())
                 })
             }
             Command::Write => {
                 let mut pos = self.range_of(rq)?.offset;
                 rq.for_each_segment(|seg| {
-                    seg.with_data(|buf| self.mem.write(pos, buf))?;
+                    seg.copy_to(&self.mem, pos)?;
                     pos += seg.len();
                     Ok(())
                 })?;

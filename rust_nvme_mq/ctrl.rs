@@ -160,7 +160,7 @@ pub(crate) struct QueueMap {
 impl QueueMap {
     /// Each CPU's home queue is the queue whose vector is affine to the CPU (the vectors are
     /// spread over the CPUs), or round robin where the affinity says nothing.
-    pub(crate) fn new(irqs: &pci::IrqHandlers<'_, CqIrq>, nr_queues: usize) -> Result<Self> {
+    pub(crate) fn new(irqs: &pci::IrqHandlers<CqIrq>, nr_queues: usize) -> Result<Self> {
         let nr_vectors = irqs.len();
         let affinity = |i| {
             irqs.affinity(queue_vector(i, nr_vectors))

@@ -11,12 +11,12 @@ use crate::{
 };
 use kernel::{
     block::{
-        mq::{Command, MappedSegment, Request},
+        mq::{Command, DmaDevice, DmaMapping, Request},
         SECTOR_SHIFT,
     },
     cpumask::Cpumask,
     device::{self, Bound},
-    dma::{Coherent, DataDirection},
+    dma::Coherent,
     io::io_write,
     irq::{self, IrqReturn},
     prelude::*,
@@ -108,7 +108,7 @@ impl QueueStats {
 /// A command slot of an I/O queue, indexed by command id.
 struct Slot {
     rq: Option<ARef<Request<NvmeOps>>>,
-    maps: KVec<MappedSegment>,
+    maps: DmaMapping<NvmeOps>,
     /// The command timed out and an Abort was sent for it.
     aborted: bool,
     /// The request came from a foreign CPU (the slot is lent).
@@ -117,10 +117,10 @@ struct Slot {
 
 impl Slot {
     /// A free slot, with room for the mappings of the largest request.
-    fn new() -> Result<Self> {
+    fn new(dev: &device::Device<Bound>) -> Result<Self> {
         Ok(Self {
             rq: None,
-            maps: KVec::with_capacity(MAX_SEGMENTS, GFP_KERNEL)?,
+            maps: DmaMapping::new(dev, MAX_SEGMENTS)?,
             aborted: false,
             lent: false,
         })
@@ -147,8 +147,9 @@ struct QueueState {
 }
 
 impl QueueState {
-    /// The state of an empty queue pair of `depth` entries: `depth - 1` free slots.
-    fn new(depth: u16) -> Result<Self> {
+    /// The state of an empty queue pair of `depth` entries: `depth - 1` free slots, whose
+    /// data mappings are for `dev`.
+    fn new(dev: &device::Device<Bound>, depth: u16) -> Result<Self> {
         let n = usize::from(depth);
         let mut free = KVec::with_capacity(n - 1, GFP_KERNEL)?;
         // Pop order: low command ids first.
@@ -157,7 +158,7 @@ impl QueueState {
         }
         let mut slots = KVec::with_capacity(n - 1, GFP_KERNEL)?;
         for _ in 0..n - 1 {
-            slots.push(Slot::new()?, GFP_KERNEL)?;
+            slots.push(Slot::new(dev)?, GFP_KERNEL)?;
         }
         Ok(Self {
             sq_tail: 0,
@@ -174,7 +175,7 @@ impl QueueState {
     /// Give back slot `cid`, whose request is gone (ended, or never submitted).
     fn release(&mut self, cid: u16) {
         if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
-            slot.maps.clear();
+            slot.maps.unmap();
             slot.aborted = false;
             if slot.lent {
                 slot.lent = false;
@@ -193,7 +194,7 @@ impl QueueState {
             // Unmaps before the request ends and the block layer may free the pages.
             self.release(cid);
         } else {
-            slot.maps.clear();
+            slot.maps.unmap();
             slot.aborted = false;
         }
         rq
@@ -230,7 +231,7 @@ pub(crate) struct IoQueue {
     pub(crate) qid: u16,
     pub(crate) depth: u16,
     regs: Arc<Regs>,
-    dev: ARef<device::Device>,
+    dev: DmaDevice,
     sq: Coherent<[u8]>,
     cq: Coherent<[u8]>,
     /// `PRP_LIST_ENTRIES` per slot: the PRP list, or the range of a Dataset Management.
@@ -248,11 +249,11 @@ impl IoQueue {
         depth: u16,
     ) -> Result<Arc<Self>> {
         let n = usize::from(depth);
-        let state = QueueState::new(depth)?;
+        let state = QueueState::new(dev, depth)?;
         let sq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<Sqe>(), GFP_KERNEL)?;
         let cq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<cmd::Cqe>(), GFP_KERNEL)?;
         let prps = Coherent::<u64>::zeroed_slice(dev, (n - 1) * PRP_LIST_ENTRIES, GFP_KERNEL)?;
-        let dev: ARef<device::Device> = dev.into();
+        let dev = DmaDevice::new(dev)?;
         Arc::pin_init(
             try_pin_init!(Self {
                 qid,
@@ -279,19 +280,13 @@ impl IoQueue {
         usize::from(self.depth) - 1
     }
 
-    /// Map the data of `rq` for DMA into `maps`, one mapping per physically contiguous run:
-    /// behind an IOMMU, pieces mapped one by one would get unrelated bus addresses that PRPs
-    /// cannot describe.
-    fn map_data(
-        &self,
-        rq: &Request<NvmeOps>,
-        dir: DataDirection,
-        maps: &mut KVec<MappedSegment>,
-    ) -> Result {
-        rq.dma_map_segments(&self.dev, dir, |map| {
-            maps.push(map, GFP_ATOMIC).map_err(|_| EIO)
-        })
-        .map_err(|_| EIO)
+    /// Map the data of `rq` for DMA into `maps`. The block layer maps physically contiguous
+    /// pieces together (behind an IOMMU, the whole request as one range), as PRPs need. Fails
+    /// once the controller has started to unbind.
+    fn map_data(&self, rq: &Request<NvmeOps>, maps: &mut DmaMapping<NvmeOps>) -> Result {
+        self.dev
+            .with_bound(|dev| maps.map(dev, rq))
+            .map_err(|_| EIO)
     }
 
     /// The first PRP list entry of slot `cid` and its bus address.
@@ -319,15 +314,13 @@ impl IoQueue {
         &self,
         rq: &Request<NvmeOps>,
         (opcode, nsid): (u8, u32),
-        dir: DataDirection,
         cid: u16,
-        maps: &mut KVec<MappedSegment>,
+        maps: &mut DmaMapping<NvmeOps>,
     ) -> Result<Sqe> {
-        self.map_data(rq, dir, maps)?;
+        self.map_data(rq, maps)?;
         let (index, addr) = self.list_of(cid);
         let mut list = [0u64; PRP_LIST_ENTRIES];
-        let segs = maps.iter().map(|m| (m.dma_address(), m.len()));
-        let prps = build_prps(segs, &mut list, addr)?;
+        let prps = build_prps(maps.segments(), &mut list, addr)?;
         if prps.nr_entries > 1 {
             for (i, entry) in list.iter().take(prps.nr_entries).enumerate() {
                 io_write!(self.prps, [try: index + i], *entry);
@@ -342,7 +335,7 @@ impl IoQueue {
         ns: &Namespace,
         rq: &Request<NvmeOps>,
         cid: u16,
-        maps: &mut KVec<MappedSegment>,
+        maps: &mut DmaMapping<NvmeOps>,
     ) -> Result<Sqe> {
         let lba = rq.sector() >> (ns.lba_shift - SECTOR_SHIFT);
         let blocks = rq.bytes() >> ns.lba_shift;
@@ -350,9 +343,9 @@ impl IoQueue {
         if blocks == 0 && !matches!(command, Command::Flush | Command::Other(_)) {
             return Err(EINVAL);
         }
-        let (opcode, dir) = match command {
-            Command::Read => (cmd::NVM_READ, DataDirection::FromDevice),
-            Command::Write => (cmd::NVM_WRITE, DataDirection::ToDevice),
+        let opcode = match command {
+            Command::Read => cmd::NVM_READ,
+            Command::Write => cmd::NVM_WRITE,
             Command::Flush => return Ok(Sqe::new(cmd::NVM_FLUSH, ns.nsid)),
             Command::Discard => return self.discard(ns.nsid, cid, lba, blocks),
             Command::WriteZeroes => {
@@ -366,7 +359,7 @@ impl IoQueue {
         if rq.is_fua() && command == Command::Write {
             cdw12 |= cmd::RW_FUA;
         }
-        let sqe = self.read_write(rq, (opcode, ns.nsid), dir, cid, maps)?;
+        let sqe = self.read_write(rq, (opcode, ns.nsid), cid, maps)?;
         Ok(sqe.slba(lba).cdw12(cdw12))
     }
 
