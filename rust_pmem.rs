@@ -19,9 +19,12 @@
 //! C patch this follows).
 
 use kernel::{
-    block::mq::{
-        gen_disk::{GenDisk, GenDiskBuilder},
-        Command, Operations, Request, TagSet,
+    block::{
+        badblocks::BadBlocks,
+        mq::{
+            gen_disk::{GenDisk, GenDiskBuilder},
+            Command, Operations, Request, TagSet,
+        },
     },
     device, driver,
     io::pmem::Mapping,
@@ -86,6 +89,9 @@ impl ByteRange {
 /// One persistent memory disk: the mapping its queue reads and writes.
 struct PmemQueue {
     mem: Mapping,
+    /// Known bad sectors: the region's poison found at probe, and what is written to
+    /// /sys/block/<disk>/badblocks.
+    bb: Arc<BadBlocks>,
     /// The disk's name, for messages.
     name: CString,
 }
@@ -96,6 +102,10 @@ impl PmemQueue {
         match rq.command() {
             Command::Read => {
                 let mut pos = self.range_of(rq)?.offset;
+                // Never read known poison: fail without touching the media.
+                if self.bb.is_bad(rq.sector(), sectors_of(rq)) {
+                    return Err(EIO);
+                }
                 rq.for_each_segment(|seg| {
                     let len = seg.len();
                     seg.with_data_mut(|buf| self.mem.read(pos, buf))?;
@@ -105,6 +115,7 @@ impl PmemQueue {
             }
             Command::Write => {
                 let mut pos = self.range_of(rq)?.offset;
+                self.clear_bad(rq)?;
                 rq.for_each_segment(|seg| {
                     seg.with_data(|buf| self.mem.write(pos, buf))?;
                     pos += seg.len();
@@ -122,11 +133,35 @@ impl PmemQueue {
             }
             Command::Discard | Command::WriteZeroes => {
                 let range = self.range_of(rq)?;
+                self.clear_bad(rq)?;
                 self.mem.zero(range.offset, range.len)?;
                 self.mem.flush();
                 Ok(())
             }
             Command::Other(_) => Err(EOPNOTSUPP),
+        }
+    }
+
+    /// Before new data is written over the sectors of `rq`, drop them from the bad block list.
+    #[inline]
+    fn clear_bad(&self, rq: &Request<PmemOps>) -> Result {
+        let (sector, sectors) = (rq.sector(), sectors_of(rq));
+        if self.bb.is_bad(sector, sectors) {
+            return self.clear_bad_slow(sector, sectors);
+        }
+        Ok(())
+    }
+
+    /// The media itself is not asked to clear its poison (the C driver's
+    /// `nvdimm_clear_poison()` may sleep in firmware calls, which `queue_rq` must not): the data
+    /// written over it is what later reads get, and a read of still-poisoned media fails with
+    /// `EIO` through the machine-check safe copy.
+    #[cold]
+    fn clear_bad_slow(&self, sector: u64, sectors: u64) -> Result {
+        if self.bb.clear(sector, sectors) {
+            Ok(())
+        } else {
+            Err(EIO)
         }
     }
 
@@ -147,6 +182,12 @@ impl PmemQueue {
             rq.bytes()
         );
     }
+}
+
+/// The number of sectors `rq` covers.
+#[inline]
+fn sectors_of(rq: &Request<PmemOps>) -> u64 {
+    u64::from(rq.bytes()) / SECTOR_SIZE
 }
 
 /// blk-mq operations of the persistent memory disks.
@@ -208,15 +249,19 @@ fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result
     let capacity_sectors = u64::try_from(mem.size())? / SECTOR_SIZE;
     let nr_hw_queues = kernel::cpu::nr_cpu_ids();
     let tagset = Arc::pin_init(TagSet::new(nr_hw_queues, QUEUE_DEPTH, 1), GFP_KERNEL)?;
+    let bb = Arc::pin_init(BadBlocks::new(), GFP_KERNEL)?;
+    ns.populate_badblocks(&bb);
     let queue = KBox::new(
         PmemQueue {
             mem,
+            bb: bb.clone(),
             name: CString::try_from(&*name)?,
         },
         GFP_KERNEL,
     )?;
     let disk = GenDiskBuilder::new()
         .parent(dev)
+        .badblocks(bb)
         .capacity_sectors(capacity_sectors)
         .logical_block_size(LOGICAL_BLOCK_SIZE)?
         .physical_block_size(PHYSICAL_BLOCK_SIZE)?
