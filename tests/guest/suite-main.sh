@@ -205,6 +205,50 @@ test_pmem_switch_by_binding() {
     expect_eq "driver after unloading both" "$(driver_of $NS)" none
 }
 
+# The disk's bad block list: a read touching a listed sector fails with EIO although the
+# media holds good data (so the media is not read), reads beside it work, and writing over
+# listed sectors removes them from the list (only those) and stores the data.
+test_pmem_badblocks() {
+    load_rust_pmem
+    local bb=/sys/block/rpmem0/badblocks
+    expect_eq "bad blocks at probe (QEMU reports no poison)" "$(cat $bb)" ""
+    dd if=/dev/urandom of=/tmp/blk bs=4k count=4 status=none
+    dd if=/tmp/blk of=/dev/rpmem0 bs=4k count=4 oflag=direct status=none
+    echo "8 8" >$bb
+    echo "24 4" >$bb
+    expect_eq "list" "$(cat $bb | tr '\n' ' ')" "8 8 24 4 "
+    if dd if=/dev/rpmem0 of=/dev/null bs=4k skip=1 count=1 iflag=direct 2>/tmp/err; then
+        fail "read of a bad block succeeded"
+    fi
+    grep -q "Input/output error" /tmp/err || { cat /tmp/err; fail "no EIO"; }
+    if dd if=/dev/rpmem0 of=/dev/null bs=16k count=1 iflag=direct 2>/dev/null; then
+        fail "read overlapping a bad block succeeded"
+    fi
+    if dd if=/dev/rpmem0 of=/dev/null bs=512 skip=27 count=1 iflag=direct 2>/dev/null; then
+        fail "read of the last sector of a bad range succeeded"
+    fi
+    dd if=/dev/rpmem0 of=/tmp/back bs=4k count=1 iflag=direct status=none
+    head -c 4096 /tmp/blk >/tmp/blk0
+    cmp /tmp/back /tmp/blk0 || fail "good block before the bad one reads wrong"
+    dd if=/dev/rpmem0 of=/tmp/back bs=512 skip=28 count=4 iflag=direct status=none ||
+        fail "read right after a bad range failed"
+    # Write over the first range: it leaves the list, the second stays.
+    dd if=/dev/urandom of=/tmp/new bs=4k count=1 status=none
+    dd if=/tmp/new of=/dev/rpmem0 bs=4k seek=1 oflag=direct status=none || fail "write over a bad block failed"
+    expect_eq "list after writing block 1" "$(cat $bb | tr '\n' ' ')" "24 4 "
+    dd if=/dev/rpmem0 of=/tmp/back bs=4k skip=1 count=1 iflag=direct status=none ||
+        fail "read after the write failed"
+    cmp /tmp/back /tmp/new || fail "data written over a bad block reads wrong"
+    # Writing part of a range clears that part only.
+    dd if=/dev/zero of=/dev/rpmem0 bs=512 seek=24 count=2 oflag=direct status=none
+    expect_eq "list after a partial write" "$(cat $bb | tr '\n' ' ')" "26 2 "
+    unload_module rust_pmem
+    # A new probe starts from the region's list again (empty here).
+    load_rust_pmem
+    expect_eq "bad blocks after reload" "$(cat $bb)" ""
+    unload_module rust_pmem
+}
+
 test_pmem_rmmod_under_load() {
     load_rust_pmem nowait=1
     fio --name=load --filename=/dev/rpmem0 --direct=1 --ioengine=io_uring --iodepth=8 \
@@ -244,5 +288,6 @@ t pmem_out_of_range_fails_cleanly test_pmem_out_of_range
 t pmem_rwf_nowait_follows_param test_pmem_rwf_nowait
 t pmem_namespace_kept_by_nd_pmem test_pmem_namespace_kept_by_nd_pmem
 t pmem_switch_by_binding_and_ndctl test_pmem_switch_by_binding
+t pmem_badblocks_fail_reads_cleared_by_writes test_pmem_badblocks
 t pmem_rmmod_under_load_refused_no_loss test_pmem_rmmod_under_load
 t no_kernel_warnings test_no_kernel_warnings
