@@ -10,7 +10,7 @@ DEFAULT_MEM=2G
 DEFAULT_TIMEOUT=600                   # seconds
 DEFAULT_PMEM_SIZE=1G
 DEFAULT_NVME_SIZE=1G
-MEM_SLOTS=3                           # hotplug slots for -m (each NVDIMM takes one)
+MEM_SLOTS=2                           # hotplug slots for -m (each NVDIMM takes one)
 LABEL_SIZE=128K                       # label area of the labelled NVDIMM (--lpmem-img)
 NVME_SERIAL=rblk0001
 KILL_GRACE=10                         # seconds between SIGTERM and SIGKILL to QEMU on timeout
@@ -172,6 +172,7 @@ if [[ -n "$PMEM_IMG" || -n "$PMEM_SIZE" ]]; then
         exec {lpmem_lock}<"$LPMEM_IMG"
         flock -n "$lpmem_lock" || die "$LPMEM_IMG is in use by another qemu-run"
         maxmem_mib=$((maxmem_mib + lpmem_bytes / MIB))
+        MEM_SLOTS=$((MEM_SLOTS + 1))
         # shellcheck disable=SC2054  # commas are QEMU option syntax
         nvdimms+=(-object "memory-backend-file,id=mem2,share=on,mem-path=$LPMEM_IMG,size=$lpmem_bytes"
                   -device "nvdimm,id=nv2,memdev=mem2,label-size=$LABEL_SIZE")

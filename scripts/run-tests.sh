@@ -11,7 +11,8 @@ Usage: $0 [--debug] [--help]
 Runs every test: host-side tests of the scripts (--help and bad arguments of each; the
 fresh-machine fetch + configure path against an empty temporary cache), host setup and kernel
 builds (incremental), then guest boots under QEMU (main suite, persistence across a reboot,
-ndctl namespaces on a labelled NVDIMM, NVMe suite, built-in kernel) and, when the debug kernel is built, the main and NVMe suites
+ndctl namespaces on a labelled NVDIMM, NVMe suite, built-in kernel) and, when the debug kernel
+is built, the main and NVMe suites
 again on it (lockdep, KASAN, DMA-API debugging, behind an emulated IOMMU) with its kernel log
 checked for any report. Prints one line per test, "PASS <name>" or "FAIL <name>", and ends
 with "N passed, N failed". Logs: out/logs/. Exits non-zero if any test failed.
