@@ -2,9 +2,14 @@
 
 //! Persistent memory block driver.
 //!
-//! Exposes every persistent memory range that firmware describes (ACPI NFIT, as with QEMU's
-//! `-device nvdimm`) as a blk-mq disk `/dev/rpmemN`. The range is claimed in the iomem tree, so
-//! the driver refuses with `EBUSY` while the C `nd_pmem` driver (or anyone else) holds it.
+//! A driver on the nvdimm bus, like the C `nd_pmem`: it binds to io and pmem namespaces (an
+//! unlabelled NVDIMM's whole region, or the namespaces `ndctl create-namespace` writes to the
+//! labels) and makes one blk-mq disk per namespace, named after the C driver's disk with an `r`
+//! in front: `rpmem<region>` or `rpmem<region>.<n>` for `pmem<region>[.<n>]`. Which of the two
+//! drivers has a namespace is decided by binding: the first one loaded takes the namespaces that
+//! are free, and sysfs (`driver_override`, `bind`/`unbind` of /sys/bus/nd/drivers/*) or
+//! `ndctl disable-namespace`/`enable-namespace` move a namespace between them. The namespace's
+//! range is also claimed in the iomem tree while the disk exists.
 //!
 //! Data path: reads use a machine-check safe copy, writes bypass the CPU cache
 //! (`memcpy_flushcache`), flush and FUA issue the platform's persistent memory write barrier.
@@ -14,14 +19,20 @@
 //! C patch this follows).
 
 use kernel::{
-    block::mq::{
-        gen_disk::{GenDisk, GenDiskBuilder},
-        Command, Operations, Request, TagSet,
+    block::{
+        badblocks::BadBlocks,
+        mq::{
+            gen_disk::{GenDisk, GenDiskBuilder},
+            Command, Operations, Request, TagSet,
+        },
     },
-    io::pmem::{self, Mapping},
+    device, driver,
+    io::pmem::Mapping,
+    nvdimm,
     prelude::*,
     str::CString,
     sync::{aref::ARef, Arc},
+    ModuleMetadata,
 };
 
 module! {
@@ -78,7 +89,11 @@ impl ByteRange {
 /// One persistent memory disk: the mapping its queue reads and writes.
 struct PmemQueue {
     mem: Mapping,
-    index: usize,
+    /// Known bad sectors: the region's poison found at probe, and what is written to
+    /// /sys/block/<disk>/badblocks.
+    bb: Arc<BadBlocks>,
+    /// The disk's name, for messages.
+    name: CString,
 }
 
 impl PmemQueue {
@@ -87,6 +102,10 @@ impl PmemQueue {
         match rq.command() {
             Command::Read => {
                 let mut pos = self.range_of(rq)?.offset;
+                // Never read known poison: fail without touching the media.
+                if self.bb.is_bad(rq.sector(), sectors_of(rq)) {
+                    return Err(EIO);
+                }
                 rq.for_each_segment(|seg| {
                     seg.copy_from(&self.mem, pos)?;
                     pos += seg.len();
@@ -95,6 +114,7 @@ impl PmemQueue {
             }
             Command::Write => {
                 let mut pos = self.range_of(rq)?.offset;
+                self.clear_bad(rq)?;
                 rq.for_each_segment(|seg| {
                     seg.copy_to(&self.mem, pos)?;
                     pos += seg.len();
@@ -112,11 +132,35 @@ impl PmemQueue {
             }
             Command::Discard | Command::WriteZeroes => {
                 let range = self.range_of(rq)?;
+                self.clear_bad(rq)?;
                 self.mem.zero(range.offset, range.len)?;
                 self.mem.flush();
                 Ok(())
             }
             Command::Other(_) => Err(EOPNOTSUPP),
+        }
+    }
+
+    /// Before new data is written over the sectors of `rq`, drop them from the bad block list.
+    #[inline]
+    fn clear_bad(&self, rq: &Request<PmemOps>) -> Result {
+        let (sector, sectors) = (rq.sector(), sectors_of(rq));
+        if self.bb.is_bad(sector, sectors) {
+            return self.clear_bad_slow(sector, sectors);
+        }
+        Ok(())
+    }
+
+    /// The media itself is not asked to clear its poison (the C driver's
+    /// `nvdimm_clear_poison()` may sleep in firmware calls, which `queue_rq` must not): the data
+    /// written over it is what later reads get, and a read of still-poisoned media fails with
+    /// `EIO` through the machine-check safe copy.
+    #[cold]
+    fn clear_bad_slow(&self, sector: u64, sectors: u64) -> Result {
+        if self.bb.clear(sector, sectors) {
+            Ok(())
+        } else {
+            Err(EIO)
         }
     }
 
@@ -131,12 +175,18 @@ impl PmemQueue {
     #[cold]
     fn warn_beyond_end(&self, rq: &Request<PmemOps>) {
         kernel::pr_warn_once!(
-            "rpmem{}: request beyond the end: sector {} + {} bytes\n",
-            self.index,
+            "{}: request beyond the end: sector {} + {} bytes\n",
+            self.name.to_str().unwrap_or("rpmem"),
             rq.sector(),
             rq.bytes()
         );
     }
+}
+
+/// The number of sectors `rq` covers.
+#[inline]
+fn sectors_of(rq: &Request<PmemOps>) -> u64 {
+    u64::from(rq.bytes()) / SECTOR_SIZE
 }
 
 /// blk-mq operations of the persistent memory disks.
@@ -160,19 +210,36 @@ impl Operations for PmemOps {
     }
 }
 
-/// The module: one disk per persistent memory range.
-struct RustPmemModule {
-    _disks: KVec<GenDisk<PmemOps>>,
+/// A namespace bound to the driver: its disk, removed when the namespace is unbound.
+struct PmemDisk {
+    _disk: GenDisk<PmemOps>,
 }
 
-/// Create the disk `rpmem<index>` for `range`.
-fn create_disk(index: usize, range: pmem::Range, nowait: bool) -> Result<GenDisk<PmemOps>> {
-    let name = CString::try_from_fmt(fmt!("rust_pmem{index}"))?;
-    let mem = Mapping::new(range, name).inspect_err(|e| {
+/// The nvdimm namespace driver: one disk per bound namespace.
+struct RustPmemDriver;
+
+impl nvdimm::Driver for RustPmemDriver {
+    type Data<'bound> = PmemDisk;
+
+    fn probe<'bound>(
+        ns: &'bound nvdimm::Namespace<device::Core<'_>>,
+    ) -> impl PinInit<PmemDisk, Error> + 'bound {
+        create_disk(ns, module_parameters::nowait.value())
+    }
+}
+
+/// Create the disk of `ns`: `rpmem<region>[.<n>]`, the C driver's `pmem<region>[.<n>]` with an
+/// `r` in front.
+fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result<PmemDisk> {
+    let dev: &device::Device<device::Core<'_>> = ns.as_ref();
+    let range = ns.range();
+    let c_name = ns.disk_name()?;
+    let name = CString::try_from_fmt(fmt!("r{}", c_name.to_str()?))?;
+    let mem = Mapping::new(range, CString::try_from(dev.name())?).inspect_err(|e| {
         if *e == EBUSY {
-            pr_err!(
-                "persistent memory {:#x}+{:#x} is in use by another driver (nd_pmem?); \
-                 unload it first\n",
+            dev_err!(
+                dev,
+                "persistent memory {:#x}+{:#x} is in use by another driver\n",
                 range.start,
                 range.size
             );
@@ -181,8 +248,19 @@ fn create_disk(index: usize, range: pmem::Range, nowait: bool) -> Result<GenDisk
     let capacity_sectors = u64::try_from(mem.size())? / SECTOR_SIZE;
     let nr_hw_queues = kernel::cpu::nr_cpu_ids();
     let tagset = Arc::pin_init(TagSet::new(nr_hw_queues, QUEUE_DEPTH, 1), GFP_KERNEL)?;
-    let queue = KBox::new(PmemQueue { mem, index }, GFP_KERNEL)?;
+    let bb = Arc::pin_init(BadBlocks::new(), GFP_KERNEL)?;
+    ns.populate_badblocks(&bb);
+    let queue = KBox::new(
+        PmemQueue {
+            mem,
+            bb: bb.clone(),
+            name: CString::try_from(&*name)?,
+        },
+        GFP_KERNEL,
+    )?;
     let disk = GenDiskBuilder::new()
+        .parent(dev)
+        .badblocks(bb)
         .capacity_sectors(capacity_sectors)
         .logical_block_size(LOGICAL_BLOCK_SIZE)?
         .physical_block_size(PHYSICAL_BLOCK_SIZE)?
@@ -197,30 +275,31 @@ fn create_disk(index: usize, range: pmem::Range, nowait: bool) -> Result<GenDisk
         .max_hw_sectors(u32::MAX)
         .max_discard_sectors(MAX_ZERO_SECTORS)
         .max_write_zeroes_sectors(MAX_ZERO_SECTORS)
-        .build_owned::<RustPmemModule, _>(fmt!("rpmem{index}"), tagset, queue)?;
-    pr_info!(
-        "rpmem{index}: {:#x}+{:#x} ({} MiB), nowait={}\n",
+        .build_owned::<RustPmemModule, _>(fmt!("{}", name.to_str()?), tagset, queue)?;
+    dev_info!(
+        dev,
+        "{}: {:#x}+{:#x} ({} MiB), nowait={}\n",
+        name.to_str()?,
         range.start,
         range.size,
         range.size >> 20,
         nowait
     );
-    Ok(disk)
+    Ok(PmemDisk { _disk: disk })
 }
 
-impl kernel::Module for RustPmemModule {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
-        let nowait = module_parameters::nowait.value();
-        let ranges = pmem::find_ranges()?;
-        if ranges.is_empty() {
-            pr_err!("no persistent memory found (no ACPI NFIT / NVDIMM range)\n");
-            return Err(ENODEV);
-        }
-        let mut disks = KVec::with_capacity(ranges.len(), GFP_KERNEL)?;
-        for (index, range) in ranges.iter().enumerate() {
-            disks.push(create_disk(index, *range, nowait)?, GFP_KERNEL)?;
-        }
-        Ok(Self { _disks: disks })
+/// The module: registers the namespace driver.
+#[pin_data]
+struct RustPmemModule {
+    #[pin]
+    _driver: driver::Registration<nvdimm::Adapter<RustPmemDriver>>,
+}
+
+impl kernel::InPlaceModule for RustPmemModule {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            _driver <- driver::Registration::new(<Self as ModuleMetadata>::NAME, module),
+        })
     }
 }
 

@@ -6,7 +6,7 @@ trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2
 
 usage() {
     cat <<USAGE
-Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS] [--timeout S]
+Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS] [--labelled] [--timeout S]
           [--append ARGS] [--log FILE] -- 'GUEST COMMAND'
 
 Uses the kernels and guest tools recorded by scripts/prepare.sh (out/env). The guest gets
@@ -21,6 +21,9 @@ command's status.
   --icount    guest time counts instructions (QEMU -icount shift=0,sleep=off): fio's IOPS
               become I/Os per 10^9 guest instructions; deterministic. The CPU model is
               \$RBLK_CPU (default max; the benchmarks use max,-erms)
+  --labelled  add a second NVDIMM of 128M with a label area, backed by \$IMAGES/pmem-labelled.img
+              (kept between boots like pmem.img): its region holds namespaces made with
+              ndctl create-namespace, stored in the labels
   --nvme-null LATENCY_NS
               the NVMe namespace is QEMU's null-aio (no image): each command takes
               LATENCY_NS of host time, many in parallel, reads return zeros
@@ -31,6 +34,7 @@ OUT=${RBLK_OUT:-$TOP/out}
 BUILTIN=0
 DEBUG=0
 ICOUNT=0
+LABELLED=0
 NVME_NULL=
 SMP=2
 TIMEOUT=1200
@@ -41,6 +45,7 @@ while [[ $# -gt 0 ]]; do
         --builtin) BUILTIN=1 ;;
         --debug) DEBUG=1 ;;
         --icount) ICOUNT=1 ;;
+        --labelled) LABELLED=1 ;;
         --smp|--timeout|--append|--log|--nvme-null)
             [[ $# -ge 2 ]] || { echo "guest: $1 needs an argument" >&2; exit 2; }
             case "$1" in
@@ -79,6 +84,7 @@ args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" -
       --timeout "$TIMEOUT")
 [[ $DEBUG == 1 ]] && args+=(--iommu)
 [[ $ICOUNT == 1 ]] && args+=(--icount)
+[[ $LABELLED == 1 ]] && args+=(--lpmem-img "$IMAGES/pmem-labelled.img" --lpmem-size 128M)
 [[ -n "$NVME_NULL" ]] && args+=(--nvme-null "$NVME_NULL")
 # Keep the console for test output; the tests read kernel messages with dmesg.
 args+=(--append "loglevel=4 ${APPEND}")

@@ -38,7 +38,7 @@ USAGE
 # Host programs copied into the guest with their shared libraries. Names that are symlinks on the
 # host (mkfs.ext4 -> mke2fs, insmod -> /bin/kmod, ...) stay symlinks in the guest.
 HOST_TOOLS=(
-    bash fio nvme
+    bash fio nvme ndctl
     mke2fs mkfs.ext4 e2fsck fsck.ext4 dumpe2fs blkid lsblk
     sha256sum md5sum dd taskset
     kmod insmod rmmod modprobe lsmod modinfo depmod

@@ -10,7 +10,8 @@ DEFAULT_MEM=2G
 DEFAULT_TIMEOUT=600                   # seconds
 DEFAULT_PMEM_SIZE=1G
 DEFAULT_NVME_SIZE=1G
-MEM_SLOTS=2                           # hotplug slots for -m (the NVDIMM takes one)
+MEM_SLOTS=2                           # hotplug slots for -m (each NVDIMM takes one)
+LABEL_SIZE=128K                       # label area of the labelled NVDIMM (--lpmem-img)
 NVME_SERIAL=rblk0001
 KILL_GRACE=10                         # seconds between SIGTERM and SIGKILL to QEMU on timeout
 TAIL_LINES=40                         # console lines repeated after a timeout / missing status
@@ -24,7 +25,7 @@ QEMU_BIN=${RBLK_QEMU:-qemu-system-x86_64}
 usage() {
     cat <<USAGE
 Usage: $0 --kernel BZIMAGE --initrd FILE [--smp N] [--mem SIZE]
-          [--pmem-img PATH] [--pmem-size SIZE]
+          [--pmem-img PATH] [--pmem-size SIZE] [--lpmem-img PATH --lpmem-size SIZE]
           [--nvme-img PATH] [--nvme-size SIZE] [--nvme-queues N]
           [--nvme-null LATENCY_NS] [--icount] [--iommu]
           [--append 'EXTRA KERNEL ARGS'] [--timeout SECONDS] [--log FILE] [--help]
@@ -40,6 +41,10 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
                       1024), a bare number means MiB
   --pmem-img PATH     NVDIMM backing file (default $IMG_DIR/pmem0.img when only --pmem-size given)
   --pmem-size SIZE    NVDIMM size (default $DEFAULT_PMEM_SIZE when only --pmem-img given)
+  --lpmem-img PATH    a second NVDIMM with a $LABEL_SIZE label area (label-size=), so that its region
+                      holds namespaces described by labels (ndctl create-namespace); the label
+                      area is the last $LABEL_SIZE of the file. Needs --lpmem-size
+  --lpmem-size SIZE   size of the labelled NVDIMM's file, label area included
   --nvme-img PATH     NVMe namespace raw image (default $IMG_DIR/nvme0.img when only
                       --nvme-size/--nvme-queues given)
   --nvme-size SIZE    NVMe image size (default $DEFAULT_NVME_SIZE)
@@ -78,7 +83,7 @@ to_bytes() {  # SIZE with K/M/G/T (binary) suffix -> bytes; a bare number means 
 }
 
 KERNEL="" INITRD="" SMP=$DEFAULT_SMP MEM=$DEFAULT_MEM TIMEOUT=$DEFAULT_TIMEOUT LOG=""
-PMEM_IMG="" PMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND="" IOMMU=0
+PMEM_IMG="" PMEM_SIZE="" LPMEM_IMG="" LPMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND="" IOMMU=0
 NVME_NULL="" ICOUNT=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -88,6 +93,8 @@ while [[ $# -gt 0 ]]; do
         --mem) need_arg "$@"; MEM=$2; shift 2 ;;
         --pmem-img) need_arg "$@"; PMEM_IMG=$2; shift 2 ;;
         --pmem-size) need_arg "$@"; PMEM_SIZE=$2; shift 2 ;;
+        --lpmem-img) need_arg "$@"; LPMEM_IMG=$2; shift 2 ;;
+        --lpmem-size) need_arg "$@"; LPMEM_SIZE=$2; shift 2 ;;
         --nvme-img) need_arg "$@"; NVME_IMG=$2; shift 2 ;;
         --nvme-size) need_arg "$@"; NVME_SIZE=$2; shift 2 ;;
         --nvme-queues) need_arg "$@"; NVME_QUEUES=$2; shift 2 ;;
@@ -155,10 +162,24 @@ if [[ -n "$PMEM_IMG" || -n "$PMEM_SIZE" ]]; then
     flock -n "$pmem_lock" || die "$PMEM_IMG is in use by another qemu-run"
     maxmem_mib=$((mem_mib + pmem_bytes / MIB))
     # shellcheck disable=SC2054  # commas are QEMU option syntax
-    QEMU+=(-m "${mem_mib}M,slots=$MEM_SLOTS,maxmem=${maxmem_mib}M"
-           -object "memory-backend-file,id=mem1,share=on,mem-path=$PMEM_IMG,size=$pmem_bytes"
-           -device nvdimm,id=nv1,memdev=mem1)
+    nvdimms=(-object "memory-backend-file,id=mem1,share=on,mem-path=$PMEM_IMG,size=$pmem_bytes"
+             -device nvdimm,id=nv1,memdev=mem1)
+    if [[ -n "$LPMEM_IMG" ]]; then
+        [[ -n "$LPMEM_SIZE" ]] || die "--lpmem-img needs --lpmem-size"
+        lpmem_bytes=$(to_bytes "$LPMEM_SIZE")
+        ((lpmem_bytes % MIB == 0)) || die "lpmem size must be a multiple of 1 MiB"
+        prepare_image "$LPMEM_IMG" "$lpmem_bytes"
+        exec {lpmem_lock}<"$LPMEM_IMG"
+        flock -n "$lpmem_lock" || die "$LPMEM_IMG is in use by another qemu-run"
+        maxmem_mib=$((maxmem_mib + lpmem_bytes / MIB))
+        MEM_SLOTS=$((MEM_SLOTS + 1))
+        # shellcheck disable=SC2054  # commas are QEMU option syntax
+        nvdimms+=(-object "memory-backend-file,id=mem2,share=on,mem-path=$LPMEM_IMG,size=$lpmem_bytes"
+                  -device "nvdimm,id=nv2,memdev=mem2,label-size=$LABEL_SIZE")
+    fi
+    QEMU+=(-m "${mem_mib}M,slots=$MEM_SLOTS,maxmem=${maxmem_mib}M" "${nvdimms[@]}")
 else
+    [[ -z "$LPMEM_IMG" ]] || die "--lpmem-img needs --pmem-img or --pmem-size (the unlabelled NVDIMM) too"
     QEMU+=(-m "${mem_mib}M")
 fi
 

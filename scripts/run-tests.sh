@@ -11,7 +11,8 @@ Usage: $0 [--debug] [--help]
 Runs every test: host-side tests of the scripts (--help and bad arguments of each; the
 fresh-machine fetch + configure path against an empty temporary cache), host setup and kernel
 builds (incremental), then guest boots under QEMU (main suite, persistence across a reboot,
-NVMe suite, built-in kernel) and, when the debug kernel is built, the main and NVMe suites
+ndctl namespaces on a labelled NVDIMM, NVMe suite, built-in kernel) and, when the debug kernel
+is built, the main and NVMe suites
 again on it (lockdep, KASAN, DMA-API debugging, behind an emulated IOMMU) with its kernel log
 checked for any report. Prints one line per test, "PASS <name>" or "FAIL <name>", and ends
 with "N passed, N failed". Logs: out/logs/. Exits non-zero if any test failed.
@@ -119,6 +120,8 @@ boot() {
 boot main --smp 2 -- 'bash /tests/suite-main.sh'
 boot persist_write -- 'bash /tests/suite-persist.sh write'
 boot persist_check -- 'bash /tests/suite-persist.sh check'
+# A second NVDIMM with a label area: namespaces made and removed with ndctl.
+boot ndctl --labelled -- 'bash /tests/suite-ndctl.sh'
 boot nvme --smp 4 -- 'bash /tests/suite-nvme.sh'
 boot nvme_latency --smp 4 --nvme-null 100000000 -- 'bash /tests/suite-nvme-latency.sh'
 boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-builtin.sh'

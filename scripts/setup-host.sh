@@ -20,7 +20,7 @@ esac
 
 BINDGEN_VERSION=0.73.2
 PKGS=(clang-19 lld-19 llvm-19 libclang-19-dev flex bison bc libelf-dev libssl-dev cpio kmod make
-      qemu-system-x86 fio nvme-cli e2fsprogs util-linux busybox-static python3-matplotlib rsync
+      qemu-system-x86 fio nvme-cli ndctl e2fsprogs util-linux busybox-static python3-matplotlib rsync
       xz-utils gcc libc6-dev)
 
 missing=()

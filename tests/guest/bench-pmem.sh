@@ -17,12 +17,15 @@ JOBS=$(nproc)
 IODEPTH=32
 CONFIGS=(rust_nowait0 rust_nowait1 c_nowait0 c_nowait1 brd)
 
+# Only one of rust_pmem and nd_pmem is loaded at a time, so the loaded one binds the NVDIMM's
+# namespace (nowait is a load-time parameter); check that it really did.
+bound_to() { expect_eq "driver of namespace0.0" "$(driver_of namespace0.0)" "$1" >&2; }
 attach() { # CONFIG -> prints the device
     case $1 in
-        rust_nowait0) load_rust_pmem nowait=0; echo /dev/rpmem0 ;;
-        rust_nowait1) load_rust_pmem nowait=1; echo /dev/rpmem0 ;;
-        c_nowait0) modprobe nd_pmem nowait=0; wait_dev /dev/pmem0; echo /dev/pmem0 ;;
-        c_nowait1) modprobe nd_pmem nowait=1; wait_dev /dev/pmem0; echo /dev/pmem0 ;;
+        rust_nowait0) load_rust_pmem nowait=0; bound_to rust_pmem; echo /dev/rpmem0 ;;
+        rust_nowait1) load_rust_pmem nowait=1; bound_to rust_pmem; echo /dev/rpmem0 ;;
+        c_nowait0) modprobe nd_pmem nowait=0; wait_dev /dev/pmem0; bound_to nd_pmem; echo /dev/pmem0 ;;
+        c_nowait1) modprobe nd_pmem nowait=1; wait_dev /dev/pmem0; bound_to nd_pmem; echo /dev/pmem0 ;;
         brd)
             modprobe brd rd_nr=1 rd_size=$((PMEM_BYTES / 1024))
             wait_dev /dev/ram0

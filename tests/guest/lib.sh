@@ -31,6 +31,23 @@ wait_dev() {
     fail "$dev did not appear"
 }
 
+# wait_gone PATH: a disk disappears asynchronously too.
+wait_gone() {
+    local i
+    for i in $(seq 50); do [[ -e $1 ]] || return 0; sleep 0.1; done
+    fail "$1 is still there"
+}
+
+# The nvdimm bus: rust_pmem and nd_pmem both drive namespaces; which one has a namespace is
+# sysfs binding (driver_override, bind/unbind, ndctl enable/disable-namespace).
+ND=/sys/bus/nd
+# driver_of DEV: the nd driver bound to DEV (a namespace), "none" if unbound.
+driver_of() {
+    local link
+    link=$(readlink "$ND/devices/$1/driver") || { echo none; return 0; }
+    echo "${link##*/}"
+}
+
 load_rust_pmem() { insmod "$MODDIR/rust_pmem.ko" "$@"; wait_dev /dev/rpmem0; }
 unload_module() { # NAME: rmmod, retrying while a closing opener still pins it
     local i

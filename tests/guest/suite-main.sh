@@ -131,13 +131,122 @@ test_pmem_rwf_nowait() {
     unload_module rust_pmem
 }
 
-test_pmem_busy_with_nd_pmem() {
+# The unlabelled NVDIMM has one io namespace; both drivers bind to it, one at a time.
+NS=namespace0.0
+
+# A driver loaded while the other one drives the namespace gets nothing, and the namespace
+# cannot be bound to it behind the owner's back.
+test_pmem_namespace_kept_by_nd_pmem() {
     modprobe nd_pmem
     wait_dev /dev/pmem0
-    dmesg -c >/dev/null
-    if insmod $MODDIR/rust_pmem.ko 2>/dev/null; then rmmod rust_pmem; fail "claimed a range nd_pmem holds"; fi
-    dmesg | grep "in use by another driver" || fail "no clear EBUSY message"
+    insmod $MODDIR/rust_pmem.ko
+    sleep 0.5
+    [[ ! -e /dev/rpmem0 ]] || fail "rust_pmem took the namespace nd_pmem drives"
+    expect_eq "driver of $NS" "$(driver_of $NS)" nd_pmem
+    if echo $NS 2>/dev/null >$ND/drivers/rust_pmem/bind; then
+        fail "bound $NS to rust_pmem while nd_pmem drives it"
+    fi
+    [[ -b /dev/pmem0 && ! -e /dev/rpmem0 ]] || fail "a failed bind changed the disks"
+    unload_module rust_pmem
     unload_module nd_pmem
+}
+
+# switch_to DRIVER DISK: unbind the namespace from its driver, bind it to DRIVER, wait for DISK.
+switch_to() {
+    local old
+    old=$(driver_of $NS)
+    [[ $old == none ]] || echo $NS >$ND/drivers/$old/unbind
+    echo $NS >$ND/drivers/$1/bind
+    wait_dev "$2"
+    expect_eq "driver of $NS" "$(driver_of $NS)" "$1"
+}
+
+# Both drivers loaded: the namespace moves between them by sysfs unbind/bind, by
+# driver_override with ndctl disable/enable-namespace, and both see the same data.
+test_pmem_switch_by_binding() {
+    modprobe nd_pmem
+    insmod $MODDIR/rust_pmem.ko
+    dd if=/dev/urandom of=/tmp/pat bs=64k count=16 status=none
+    switch_to rust_pmem /dev/rpmem0
+    [[ ! -e /dev/pmem0 ]] || fail "pmem0 still there after unbinding nd_pmem"
+    dd if=/tmp/pat of=/dev/rpmem0 bs=64k oflag=direct status=none
+    switch_to nd_pmem /dev/pmem0
+    wait_gone /dev/rpmem0
+    dd if=/dev/pmem0 of=/tmp/back bs=64k count=16 iflag=direct status=none
+    cmp /tmp/pat /tmp/back || fail "nd_pmem reads other data than rust_pmem wrote"
+    dd if=/dev/urandom of=/tmp/pat bs=64k count=16 status=none
+    dd if=/tmp/pat of=/dev/pmem0 bs=64k oflag=direct status=none
+
+    # driver_override picks the driver that ndctl enable-namespace binds.
+    echo rust_pmem >$ND/devices/$NS/driver_override
+    ndctl disable-namespace $NS
+    wait_gone /dev/pmem0
+    expect_eq "driver after disable" "$(driver_of $NS)" none
+    ndctl enable-namespace $NS
+    wait_dev /dev/rpmem0
+    expect_eq "driver after enable with override" "$(driver_of $NS)" rust_pmem
+    dd if=/dev/rpmem0 of=/tmp/back bs=64k count=16 iflag=direct status=none
+    cmp /tmp/pat /tmp/back || fail "rust_pmem reads other data than nd_pmem wrote"
+    ndctl list -N >/tmp/list
+    cat /tmp/list
+    grep -qE '"blockdev": ?"rpmem0"' /tmp/list || fail "ndctl list does not show rpmem0"
+    # The override keeps nd_pmem out even through sysfs.
+    echo $NS >$ND/drivers/rust_pmem/unbind
+    wait_gone /dev/rpmem0
+    if echo $NS 2>/dev/null >$ND/drivers/nd_pmem/bind; then fail "nd_pmem bound despite the override"; fi
+    echo nd_pmem >$ND/devices/$NS/driver_override
+    ndctl enable-namespace $NS
+    wait_dev /dev/pmem0
+    expect_eq "driver with override nd_pmem" "$(driver_of $NS)" nd_pmem
+    echo >$ND/devices/$NS/driver_override
+    expect_eq "override cleared" "$(cat $ND/devices/$NS/driver_override)" "(null)"
+    unload_module rust_pmem
+    unload_module nd_pmem
+    expect_eq "driver after unloading both" "$(driver_of $NS)" none
+}
+
+# The disk's bad block list: a read touching a listed sector fails with EIO although the
+# media holds good data (so the media is not read), reads beside it work, and writing over
+# listed sectors removes them from the list (only those) and stores the data.
+test_pmem_badblocks() {
+    load_rust_pmem
+    local bb=/sys/block/rpmem0/badblocks
+    expect_eq "bad blocks at probe (QEMU reports no poison)" "$(cat $bb)" ""
+    dd if=/dev/urandom of=/tmp/blk bs=4k count=4 status=none
+    dd if=/tmp/blk of=/dev/rpmem0 bs=4k count=4 oflag=direct status=none
+    echo "8 8" >$bb
+    echo "24 4" >$bb
+    expect_eq "list" "$(cat $bb | tr '\n' ' ')" "8 8 24 4 "
+    if dd if=/dev/rpmem0 of=/dev/null bs=4k skip=1 count=1 iflag=direct 2>/tmp/err; then
+        fail "read of a bad block succeeded"
+    fi
+    grep -q "Input/output error" /tmp/err || { cat /tmp/err; fail "no EIO"; }
+    if dd if=/dev/rpmem0 of=/dev/null bs=16k count=1 iflag=direct 2>/dev/null; then
+        fail "read overlapping a bad block succeeded"
+    fi
+    if dd if=/dev/rpmem0 of=/dev/null bs=512 skip=27 count=1 iflag=direct 2>/dev/null; then
+        fail "read of the last sector of a bad range succeeded"
+    fi
+    dd if=/dev/rpmem0 of=/tmp/back bs=4k count=1 iflag=direct status=none
+    head -c 4096 /tmp/blk >/tmp/blk0
+    cmp /tmp/back /tmp/blk0 || fail "good block before the bad one reads wrong"
+    dd if=/dev/rpmem0 of=/tmp/back bs=512 skip=28 count=4 iflag=direct status=none ||
+        fail "read right after a bad range failed"
+    # Write over the first range: it leaves the list, the second stays.
+    dd if=/dev/urandom of=/tmp/new bs=4k count=1 status=none
+    dd if=/tmp/new of=/dev/rpmem0 bs=4k seek=1 oflag=direct status=none || fail "write over a bad block failed"
+    expect_eq "list after writing block 1" "$(cat $bb | tr '\n' ' ')" "24 4 "
+    dd if=/dev/rpmem0 of=/tmp/back bs=4k skip=1 count=1 iflag=direct status=none ||
+        fail "read after the write failed"
+    cmp /tmp/back /tmp/new || fail "data written over a bad block reads wrong"
+    # Writing part of a range clears that part only.
+    dd if=/dev/zero of=/dev/rpmem0 bs=512 seek=24 count=2 oflag=direct status=none
+    expect_eq "list after a partial write" "$(cat $bb | tr '\n' ' ')" "26 2 "
+    unload_module rust_pmem
+    # A new probe starts from the region's list again (empty here).
+    load_rust_pmem
+    expect_eq "bad blocks after reload" "$(cat $bb)" ""
+    unload_module rust_pmem
 }
 
 test_pmem_rmmod_under_load() {
@@ -177,6 +286,8 @@ t pmem_verify_nowait1 test_pmem_verify 1
 t pmem_ext4_fsck_checksums test_pmem_ext4_fsck
 t pmem_out_of_range_fails_cleanly test_pmem_out_of_range
 t pmem_rwf_nowait_follows_param test_pmem_rwf_nowait
-t pmem_ebusy_when_nd_pmem_holds_range test_pmem_busy_with_nd_pmem
+t pmem_namespace_kept_by_nd_pmem test_pmem_namespace_kept_by_nd_pmem
+t pmem_switch_by_binding_and_ndctl test_pmem_switch_by_binding
+t pmem_badblocks_fail_reads_cleared_by_writes test_pmem_badblocks
 t pmem_rmmod_under_load_refused_no_loss test_pmem_rmmod_under_load
 t no_kernel_warnings test_no_kernel_warnings
