@@ -10,6 +10,8 @@
 #   make bench      run the benchmarks (results/bench.json, results/*.png)
 #   make kernel     build (or incrementally rebuild) the kernel only
 #   make rustfmt    format the drivers (rustfmtcheck: check only); CLIPPY=1 make runs clippy
+#                   (from the environment or the command line: passed on to Kbuild, which
+#                   only honours it as a command-line variable)
 
 KDIR ?= $(shell scripts/build-kernel.sh --print-dir 2>/dev/null)
 LLVM ?= -19
@@ -25,7 +27,7 @@ all: modules
 
 modules:
 	@test -n "$(KDIR)" -a -f "$(KDIR)/vmlinux" || { echo "no kernel build yet: run 'make kernel' first"; exit 1; }
-	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) $(if $(CLIPPY),CLIPPY=$(CLIPPY)) modules
 
 kernel:
 	scripts/build-kernel.sh

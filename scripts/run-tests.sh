@@ -10,7 +10,7 @@ Usage: $0 [--debug] [--help]
 
 Runs every test: host-side tests of the scripts (--help and bad arguments of each; the
 fresh-machine fetch + configure path against an empty temporary cache), host setup and kernel
-builds (incremental), then guest boots under QEMU (main suite, persistence across a reboot,
+builds (incremental), rustfmt and clippy over the drivers, then guest boots under QEMU (main suite, persistence across a reboot,
 ndctl namespaces on a labelled NVDIMM, NVMe suite, built-in kernel) and, when the debug kernel
 is built, the main and NVMe suites
 again on it (lockdep, KASAN, DMA-API debugging, behind an emulated IOMMU) with its kernel log
@@ -80,6 +80,7 @@ else
     exit 1
 fi
 echo "test: prepared in $(($(date +%s) - start)) s" >&2
+host lint "$TOP/tests/host/lint.sh"
 
 # boot NAME [guest.sh options] -- CMD: run one guest session and collect its PASS/FAIL lines,
 # each prefixed with $PREFIX.

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Host test: the drivers are rustfmt-clean and clippy-clean against the built kernel.
+set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+
+usage() {
+    cat <<USAGE
+Usage: $0 [--help]
+
+Checks the drivers with the kernel's own settings: "make rustfmtcheck" (rustfmt with the
+kernel's .rustfmt.toml) and a clippy build (Kbuild's CLIPPY=1) of a copy of the driver
+sources in a temporary directory, so the checkout's modules are left alone. Needs the kernel
+built (scripts/build-kernel.sh). Prints "PASS name" / "FAIL name" per check, with the
+offending lines on failure.
+USAGE
+}
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    "") ;;
+    *) echo "lint: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+esac
+
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+KDIR=$("$TOP/scripts/build-kernel.sh" --print-dir)
+[[ -f "$KDIR/vmlinux" ]] || { echo "lint: no kernel built in $KDIR: run scripts/build-kernel.sh first" >&2; exit 1; }
+export PATH="$HOME/.cargo/bin:$PATH"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if make -s -C "$TOP" KDIR="$KDIR" rustfmtcheck >"$tmp/fmt.out" 2>&1; then
+    echo "PASS drivers_rustfmt_clean"
+else
+    echo "FAIL drivers_rustfmt_clean"
+    head -n 40 "$tmp/fmt.out" | sed 's/^/    | /'
+fi
+
+cp -a "$TOP/Kbuild" "$TOP"/*.rs "$TOP/rust_nvme_mq" "$tmp/"
+if make -C "$KDIR" M="$tmp" LLVM=-19 CLIPPY=1 modules >"$tmp/clippy.out" 2>&1 \
+    && ! grep -qE '^(warning|error)' "$tmp/clippy.out"; then
+    echo "PASS drivers_clippy_clean"
+else
+    echo "FAIL drivers_clippy_clean"
+    grep -E -A8 '^(warning|error)' "$tmp/clippy.out" | head -n 60 | sed 's/^/    | /'
+fi
