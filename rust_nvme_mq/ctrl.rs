@@ -300,10 +300,11 @@ impl Ctrl {
             .find_map(|q| q.find(rq, mark).map(|(cid, was)| (&**q, cid, was)))
     }
 
-    /// Reset the controller: disable it (it then no longer touches memory), end every request
-    /// it held with an I/O error, then enable it again and recreate the I/O queues. While this
-    /// runs, submissions are turned away with `BLK_STS_RESOURCE` and retried by blk-mq. If the
-    /// controller does not come back, it is left disabled and every later request fails.
+    /// Reset the controller: disable it (it then no longer touches memory), give every request
+    /// it held back to the block layer, then enable it again and recreate the I/O queues.
+    /// While this runs, submissions (the requeued requests too) are turned away with
+    /// `BLK_STS_RESOURCE` and retried by blk-mq, so they complete once the controller is back.
+    /// If it does not come back, it is left disabled and they, and every later request, fail.
     ///
     /// Runs in process context with no submission in progress on the queues (they refuse new
     /// ones first), so it can run from a work item once the queues are quiesced.
@@ -317,15 +318,15 @@ impl Ctrl {
         {
             return;
         }
-        let failed = self.stop_and_fail_all(&mut admin);
+        let requeued = self.stop_and_requeue_all(&mut admin);
         match self.restart(&mut admin) {
             Ok(()) => {
                 self.queues.iter().for_each(|q| q.set_accepting(true));
                 self.set_state(CtrlState::Live);
                 pr_info!(
-                    "rnvme{}: controller reset done, {} requests failed\n",
+                    "rnvme{}: controller reset done, {} requests requeued\n",
                     self.index,
-                    failed
+                    requeued
                 );
             }
             Err(e) => {
@@ -340,15 +341,15 @@ impl Ctrl {
         }
     }
 
-    /// First half of a reset: stop submissions, disable the controller, fail what it held
-    /// and empty every queue. Returns how many requests were failed.
-    fn stop_and_fail_all(&self, admin: &mut AdminQueue) -> usize {
+    /// First half of a reset: stop submissions, disable the controller, requeue what it held
+    /// and empty every queue. Returns how many requests were requeued.
+    fn stop_and_requeue_all(&self, admin: &mut AdminQueue) -> usize {
         self.queues.iter().for_each(|q| q.set_accepting(false));
         let _ = self.regs.disable();
-        let failed = self.queues.iter().map(|q| q.fail_all_and_clear()).sum();
+        let requeued = self.queues.iter().map(|q| q.requeue_all_and_clear()).sum();
         // Cannot fail: the admin queue has `ADMIN_DEPTH` entries.
         let _ = admin.clear();
-        failed
+        requeued
     }
 
     /// Second half of a reset: enable the controller and recreate the I/O queues.

@@ -18,14 +18,14 @@ impl core::fmt::Debug for StatsFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(
             f,
-            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips"
+            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued"
         )?;
         for q in self.0.queues.iter() {
             let s = &q.stats;
             let (in_flight, lent, lent_max) = q.occupancy();
             writeln!(
                 f,
-                "{} {} {} {} {} {} {} {} {} {} {} {}",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {}",
                 q.qid,
                 s.submitted.load(Relaxed),
                 s.completed.load(Relaxed),
@@ -37,7 +37,8 @@ impl core::fmt::Debug for StatsFile {
                 lent_max,
                 s.refused.load(Relaxed),
                 lend_reserve(q.slots()),
-                s.offline.load(Relaxed)
+                s.offline.load(Relaxed),
+                s.requeued.load(Relaxed)
             )?;
         }
         Ok(())

@@ -89,6 +89,9 @@ pub(crate) struct QueueStats {
     pub(crate) refused: Atomic<u64>,
     /// Submissions that passed this queue by because no CPU of its vector was online.
     pub(crate) offline: Atomic<u64>,
+    /// Commands the controller held when it was reset, given back to the block layer (also
+    /// counted as completed: they are submitted again).
+    pub(crate) requeued: Atomic<u64>,
 }
 
 impl QueueStats {
@@ -101,6 +104,7 @@ impl QueueStats {
             full: Atomic::new(0),
             refused: Atomic::new(0),
             offline: Atomic::new(0),
+            requeued: Atomic::new(0),
         }
     }
 }
@@ -505,17 +509,21 @@ impl IoQueue {
         self.state.lock().accepting = accepting;
     }
 
-    /// With the controller disabled: end every request in the queue with an I/O error and
-    /// start the queue pair afresh (empty, tail and head 0, phase 1). Returns how many
-    /// requests were failed.
-    pub(crate) fn fail_all_and_clear(&self) -> usize {
-        let mut failed = 0;
+    /// With the controller disabled: give every request in the queue back to the block
+    /// layer to be issued again (the controller no longer touches their memory, and their
+    /// data mappings are undone first), and start the queue pair afresh (empty, tail and head
+    /// 0, phase 1). Returns how many requests were requeued.
+    pub(crate) fn requeue_all_and_clear(&self) -> usize {
+        let mut requeued = 0;
         for cid in 0..self.depth - 1 {
             let rq = self.state.lock().take(cid);
             if let Some(rq) = rq {
-                failed += 1;
+                requeued += 1;
                 self.stats.completed.add(1, Relaxed);
-                let _ = Request::end(rq, Err(EIO));
+                self.stats.requeued.add(1, Relaxed);
+                // They come back through `queue_rq`, which turns them away while the reset
+                // runs and fails them if the controller does not come back.
+                let _ = Request::requeue(rq, true);
             }
         }
         let mut st = self.state.lock();
@@ -524,7 +532,7 @@ impl IoQueue {
         st.sq_tail = 0;
         st.cq_head = 0;
         st.phase = true;
-        failed
+        requeued
     }
 
     /// The command id of `rq` if it is on this queue; `mark`: note that it was aborted, and
