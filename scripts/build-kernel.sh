@@ -114,7 +114,9 @@ if [[ ! -f "$TREE/.rblk-series" || "$(cat "$TREE/.rblk-series")" != "$series_has
     # -c: compare by content; no -t: files that differ get a fresh mtime, the rest keep theirs.
     rsync -rlc --delete --exclude=/.rblk-series "$stage"/ "$TREE"/
     rm -rf "$stage"
-    echo "$series_hash" >"$TREE/.rblk-series"
+    # A new file, not a rewrite: a tree copied with hard links (cp -al) must not change the
+    # original's marker.
+    echo "$series_hash" >"$TREE/.rblk-series.tmp" && mv "$TREE/.rblk-series.tmp" "$TREE/.rblk-series"
 fi
 
 # 2. Configuration.
