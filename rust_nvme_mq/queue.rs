@@ -130,6 +130,12 @@ impl Slot {
         })
     }
 
+    /// Undo the data mapping and forget an Abort: the slot's command is gone.
+    fn clear(&mut self) {
+        self.maps.unmap();
+        self.aborted = false;
+    }
+
     fn holds(&self, rq: &Request<NvmeOps>) -> bool {
         self.rq.as_ref().is_some_and(|r| core::ptr::eq(&**r, rq))
     }
@@ -179,8 +185,7 @@ impl QueueState {
     /// Give back slot `cid`, whose request is gone (ended, or never submitted).
     fn release(&mut self, cid: u16) {
         if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
-            slot.maps.unmap();
-            slot.aborted = false;
+            slot.clear();
             if slot.lent {
                 slot.lent = false;
                 self.lent -= 1;
@@ -198,8 +203,7 @@ impl QueueState {
             // Unmaps before the request ends and the block layer may free the pages.
             self.release(cid);
         } else {
-            slot.maps.unmap();
-            slot.aborted = false;
+            slot.clear();
         }
         rq
     }
