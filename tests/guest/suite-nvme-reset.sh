@@ -119,25 +119,6 @@ test_bus_master_off_then_on() {
     unload_nvme
 }
 
-# The same on the C driver (nvme_core io_timeout=2 admin_timeout=2): it recovers too, which
-# checks that the scenario is one a driver can recover from.
-test_bus_master_off_then_on_c() {
-    modprobe nvme_core io_timeout=2 admin_timeout=2
-    load_c_nvme
-    fio --name=c_busmaster --filename=/dev/nvme0n1 --direct=1 --ioengine=io_uring --iodepth=16 \
-        --rw=randwrite --bs=4k --size=64m --verify=crc32c --verify_fatal=1 --do_verify=1 \
-        --loops=4 >/tmp/c_busmaster.out 2>&1 &
-    local pid=$!
-    sleep 2
-    pci_bit_clear $PCI_MASTER
-    sleep 1
-    pci_bit_set $PCI_MASTER
-    wait_exit $pid 300 || fail "fio did not finish on the C driver"
-    wait $pid || { cat /tmp/c_busmaster.out; fail "fio saw errors on the C driver"; }
-    dmesg | grep -E "nvme nvme0" | tail -n 6
-    unload_c_nvme
-}
-
 # Bus mastering off during fio and left off: only the driver's reset turns it on again.
 test_bus_master_left_off() {
     dmesg -c >/dev/null
@@ -184,7 +165,6 @@ test_no_kernel_warnings() { kernel_clean; }
 t nvme_reset_queue_limits_like_c test_queue_limits
 t nvme_reset_odd_direct_io test_odd_direct_io
 t nvme_reset_bus_master_off_then_on test_bus_master_off_then_on
-t nvme_reset_bus_master_off_then_on_c_driver test_bus_master_off_then_on_c
 t nvme_reset_bus_master_left_off test_bus_master_left_off
 t nvme_reset_dead_controller_removed test_dead_controller_removed
 t nvme_reset_no_kernel_warnings test_no_kernel_warnings
