@@ -66,15 +66,14 @@
 //! at probe) and is not found on its completion queue gets an Abort and one more timeout; if it
 //! is still not done, a controller reset is queued on a work item (one at a time): submissions
 //! are retried later meanwhile, the controller is disabled, every request it held is requeued,
-//! bus mastering is turned on again (it may be what failed), then the admin queue, the queue
-//! count and the I/O queue pairs are set up again, and the requeued requests run. A failed
-//! attempt is retried (3 attempts, 1 s apart); a controller that does not come back stays
-//! disabled, its requests fail and its disks are removed. `lose_commands` in debugfs injects
-//! lost commands to test this.
+//! memory decoding and bus mastering are turned on again (they may be what failed), then the
+//! admin queue, the queue count and the I/O queue pairs are set up again, and the requeued
+//! requests run. A failed attempt is retried (3 attempts, 1 s apart); a controller that does
+//! not come back stays disabled, its requests fail and its disks are removed. In debugfs,
+//! `lose_commands` injects lost commands and `fail_resets` failed reset attempts, for tests.
 //!
 //! Not implemented: metadata/protection information, namespaces with LBA formats that carry
-//! metadata, reset on CSTS.CFS outside a timeout, turning memory decoding back on in a reset,
-//! polled queues.
+//! metadata, reset on CSTS.CFS outside a timeout, polled queues.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;

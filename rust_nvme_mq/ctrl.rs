@@ -8,7 +8,7 @@ use crate::{
     cmd::{self, IdCtrl},
     ns::NvmeOps,
     queue::{queue_vector, CqIrq, IoQueue},
-    regs::Regs,
+    regs::{Regs, PCI_COMMAND},
 };
 use kernel::{
     block::mq::{gen_disk::GenDisk, DmaDevice, Request},
@@ -213,6 +213,9 @@ pub(crate) struct Ctrl {
     /// Fault injection (debugfs `lose_commands`): this many next commands are kept in their
     /// slot but never given to the controller, as if the device lost them.
     pub(crate) lose: Atomic<u32>,
+    /// Fault injection for tests (debugfs `fail_resets`): this many next reset attempts fail
+    /// with the controller left disabled, as if it did not come back.
+    pub(crate) fail_resets: Atomic<u32>,
     /// The PCI function, while the driver is bound: a reset turns bus mastering on again.
     pci: DmaDevice,
     /// Runs a reset, queued by [`Ctrl::schedule_reset`].
@@ -272,6 +275,7 @@ impl Ctrl {
                 want_queues: setup.want_queues,
                 nr_vectors: setup.nr_vectors,
                 lose: Atomic::new(0),
+                fail_resets: Atomic::new(0),
                 pci: DmaDevice::new(dev)?,
                 reset_work <- new_work!("rust_nvme_mq::reset"),
                 removing <- new_spinlock!(false),
@@ -319,14 +323,7 @@ impl Ctrl {
 
     /// Whether to lose the next command (fault injection).
     pub(crate) fn take_lose(&self) -> bool {
-        let mut n = self.lose.load(Relaxed);
-        while n > 0 {
-            match self.lose.cmpxchg(n, n - 1, Relaxed) {
-                Ok(_) => return true,
-                Err(now) => n = now,
-            }
-        }
-        false
+        take_one(&self.lose)
     }
 
     /// The queue of the command of `rq`, its command id, and whether it had already been
@@ -455,13 +452,21 @@ impl Ctrl {
         }
     }
 
-    /// Redo the PCI setup a reset needs: bus mastering, which the function loses when it is
-    /// reset or when it is turned off behind the driver's back (a DMA fault handler, a write
-    /// to the command register). Fails with `ENODEV` once the driver has started to unbind.
+    /// Redo the PCI setup a reset needs, which the function loses when it is reset or when it
+    /// is turned off behind the driver's back (a DMA fault handler, a write to the command
+    /// register): memory decoding (what `pci_enable_device_mem()` turned on at probe; calling
+    /// it again would only count up) and bus mastering. Fails with `ENODEV` once the driver
+    /// has started to unbind.
     fn enable_pci(&self) -> Result {
         self.pci.with_bound(|dev| {
             let pdev: &pci::Device<Bound> = dev.try_into()?;
-            if !pdev.is_master() {
+            let config = pdev.config_space();
+            let command = config.read(PCI_COMMAND);
+            if !command.memory() {
+                dev_warn!(dev, "rnvme{}: memory decoding was off\n", self.index);
+                config.write_reg(command.with_memory(true));
+            }
+            if !command.bus_master() {
                 dev_warn!(dev, "rnvme{}: bus mastering was off\n", self.index);
             }
             pdev.set_master();
@@ -483,6 +488,9 @@ impl Ctrl {
     /// Second half of a reset: redo the PCI setup, enable the controller and recreate the I/O
     /// queues.
     fn restart(&self, admin: &mut AdminQueue) -> Result {
+        if take_one(&self.fail_resets) {
+            return Err(ENODEV);
+        }
         self.enable_pci()?;
         admin.enable(&self.regs)?;
         let granted = admin.set_queue_count(&self.regs, self.want_queues)?;
@@ -491,6 +499,18 @@ impl Ctrl {
         }
         admin.create_io_queues(&self.regs, &self.queues, self.nr_vectors)
     }
+}
+
+/// Count `n` down by one if it is not 0; whether it was.
+fn take_one(n: &Atomic<u32>) -> bool {
+    let mut now = n.load(Relaxed);
+    while now > 0 {
+        match n.cmpxchg(now, now - 1, Relaxed) {
+            Ok(_) => return true,
+            Err(then) => now = then,
+        }
+    }
+    false
 }
 
 #[pinned_drop]

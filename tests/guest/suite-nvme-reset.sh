@@ -135,29 +135,54 @@ test_bus_master_left_off() {
     unload_nvme
 }
 
-# A controller that stays unreachable (memory space decoding off: its registers no longer
-# answer, which the reset does not undo): every reset attempt fails, the driver gives up after
-# a bounded number, fails what it held and removes the disk. No hang, and rmmod works.
+# Memory space decoding off during fio with verify, and left off: the registers no longer
+# answer (the abort fails), and the reset turns memory decoding on again before it enables the
+# controller (C does it with pci_disable_device() + pci_enable_device_mem()).
+test_memory_space_left_off() {
+    dmesg -c >/dev/null
+    load_nvme io_timeout=2 admin_timeout=2
+    fio_bg memoff
+    sleep 2
+    pci_bit_clear $PCI_MEM
+    wait_exit $FIO_PID 300 || fail "fio did not finish"
+    wait $FIO_PID || { cat /tmp/memoff.out; fail "fio saw errors"; }
+    dmesg | grep -E "rnvme0:" | tail -n 8
+    dmesg | grep -q "memory decoding was off" || fail "the reset did not see memory decoding off"
+    dmesg | grep -q "rnvme0: controller reset done" || fail "no controller reset"
+    expect_eq "memory space bit after the reset" $(($(pci_cmd) & PCI_MEM)) $PCI_MEM
+    unload_nvme
+}
+
+# A controller that does not come back: debugfs fail_resets (test-only fault injection) makes
+# every reset attempt fail with the controller left disabled, a lost command starts the reset.
+# The driver gives up after 3 attempts, fails what it held and removes the disk: fio ends with
+# errors instead of hanging, no kernel warning, rmmod works, and the controller comes back on
+# the next load.
 test_dead_controller_removed() {
     dmesg -c >/dev/null
     load_nvme io_timeout=2 admin_timeout=2
+    local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 pid i
     fio --name=dead --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 --rw=randread \
         --bs=4k --size=64m --time_based --runtime=600 >/tmp/dead.out 2>&1 &
-    local pid=$! i
+    pid=$!
     sleep 2
-    pci_bit_clear $PCI_MEM
+    echo 1000 >$k/fail_resets
+    echo 1 >$k/lose_commands
     for i in $(seq 120); do [[ -e /sys/block/rnvme0n1 ]] || break; sleep 1; done
     [[ ! -e /sys/block/rnvme0n1 ]] || fail "disk still there after ${i} s"
-    echo "disk removed after about ${i} s"
+    echo "disk removed about ${i} s after the lost command"
     wait_exit $pid 60 || fail "fio hangs after the disk went away"
     if wait $pid; then fail "fio on a dead controller reported no error"; fi
+    grep -E "error|err=" /tmp/dead.out | head -n 3
     dmesg | grep -E "rnvme0:" | tail -n 8
     expect_eq "reset attempts" "$(dmesg | grep -c 'controller reset attempt [0-9] of 3 failed')" 3
     dmesg | grep -q "did not come back after 3 reset attempts" || fail "no give-up message"
     [[ ! -b $DEV ]] || fail "$DEV still there"
-    unload_module rust_nvme_mq
-    pci_bit_set $PCI_MEM
     kernel_clean
+    unload_module rust_nvme_mq
+    load_nvme
+    fio_verify $DEV --size=16m
+    unload_nvme
 }
 
 test_no_kernel_warnings() { kernel_clean; }
@@ -166,6 +191,7 @@ t nvme_reset_queue_limits_like_c test_queue_limits
 t nvme_reset_odd_direct_io test_odd_direct_io
 t nvme_reset_bus_master_off_then_on test_bus_master_off_then_on
 t nvme_reset_bus_master_left_off test_bus_master_left_off
+t nvme_reset_memory_space_left_off test_memory_space_left_off
 t nvme_reset_dead_controller_removed test_dead_controller_removed
 t nvme_reset_no_kernel_warnings test_no_kernel_warnings
 # For the record: the limits of both drivers on this controller (from the first test).
