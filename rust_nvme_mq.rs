@@ -55,23 +55,25 @@
 //!
 //! Read and write map every page of the request for DMA and describe it with PRP1, PRP2 or a
 //! PRP list (one list page area per command slot; the queue limits, with a page-sized virtual
-//! boundary, keep requests within one list). Flush, FUA, discard (Dataset Management,
-//! deallocate) and write-zeroes are passed to the device when it supports them. Completion
-//! status codes are mapped to block errors like the C driver does.
+//! boundary, keep requests within one list). PRP1 may start at any dword, so direct I/O
+//! buffers need dword alignment only (dma_alignment 3, like the C driver). Flush, FUA,
+//! discard (Dataset Management, deallocate) and write-zeroes are passed to the device when it
+//! supports them. Completion status codes are mapped to block errors like the C driver does.
 //!
 //! # Timeouts
 //!
 //! A command that exceeds the queue's `io_timeout` (the module parameter, in seconds, sets it
 //! at probe) and is not found on its completion queue gets an Abort and one more timeout; if it
-//! is still not done, the controller is reset: submissions are retried later meanwhile, the
-//! controller is disabled, every request it held fails with an I/O error, then the admin
-//! queue, the queue count and the I/O queue pairs are set up again. A controller that does
-//! not come back stays disabled and requests fail at once. `lose_commands` in debugfs injects
-//! lost commands to test this.
+//! is still not done, a controller reset is queued on a work item (one at a time): submissions
+//! are retried later meanwhile, the controller is disabled, every request it held is requeued,
+//! memory decoding and bus mastering are turned on again (they may be what failed), then the
+//! admin queue, the queue count and the I/O queue pairs are set up again, and the requeued
+//! requests run. A failed attempt is retried (3 attempts, 1 s apart); a controller that does
+//! not come back stays disabled, its requests fail and its disks are removed. In debugfs,
+//! `lose_commands` injects lost commands and `fail_resets` failed reset attempts, for tests.
 //!
 //! Not implemented: metadata/protection information, namespaces with LBA formats that carry
-//! metadata, requeueing the requests a reset failed, reset on CSTS.CFS outside a timeout,
-//! polled queues.
+//! metadata, reset on CSTS.CFS outside a timeout, polled queues.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;
@@ -93,7 +95,6 @@ mod regs;
 use admin::AdminQueue;
 use ctrl::{Ctrl, CtrlIndex, CtrlInfo, EnabledAdmin, QueueMap, QueueSetup};
 use kernel::{
-    block::mq::gen_disk::GenDisk,
     device::{self, Core},
     devres::Devres,
     dma::{self, DmaMask},
@@ -107,7 +108,7 @@ use kernel::{
     },
     time::Delta,
 };
-use ns::{DiskLimits, NvmeOps};
+use ns::DiskLimits;
 use queue::{CqIrq, IoQueue};
 use regs::Regs;
 
@@ -156,14 +157,13 @@ const TIMEOUT_RANGE_S: core::ops::RangeInclusive<u32> = 1..=3600;
 /// Set by a probe that failed because of a module parameter, so that insmod fails.
 static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
 
-/// A bound NVMe controller. Fields are dropped in order: the disks first (which waits for
-/// their requests), the debugfs files, then the controller (the last reference to it: it is
-/// shut down before its queue memory goes), then the interrupts and the I/O queue memory they
-/// reap.
+/// A bound NVMe controller. When dropped, the controller stops resets and removes its disks
+/// first (which waits for their requests), then the fields are dropped in order: the debugfs
+/// files, then the controller (the last reference to it: it is shut down before its queue
+/// memory goes), then the interrupts and the I/O queue memory they reap.
 struct NvmeDevice {
-    _disks: KVec<GenDisk<NvmeOps>>,
     _debugfs: Option<debugfs::CtrlDebugfs>,
-    _ctrl: Arc<Ctrl>,
+    ctrl: Arc<Ctrl>,
     _irqs: Devres<pci::IrqHandlers<CqIrq>>,
     _index: CtrlIndex,
 }
@@ -345,20 +345,26 @@ impl NvmeDevice {
             nr_vectors: irqs.access(dev)?.len(),
             overflow: params.overflow,
         };
-        let ctrl = Ctrl::new(index.0, regs.clone(), admin, setup)?;
+        let ctrl = Ctrl::new(dev, index.0, regs.clone(), admin, setup)?;
         announce(pdev, &regs, &ctrl, &info);
         let limits = DiskLimits {
             info: &info,
             io_timeout: params.io_timeout,
         };
         let disks = ns::add_disks(&ctrl, dev, &limits)?;
+        ctrl.set_disks(disks);
         Ok(Self {
-            _disks: disks,
             _debugfs: debugfs::CtrlDebugfs::new(&ctrl).ok(),
-            _ctrl: ctrl,
+            ctrl,
             _irqs: irqs,
             _index: index,
         })
+    }
+}
+
+impl Drop for NvmeDevice {
+    fn drop(&mut self) {
+        self.ctrl.remove();
     }
 }
 

@@ -8,10 +8,10 @@ use crate::{
     cmd::{self, IdCtrl},
     ns::NvmeOps,
     queue::{queue_vector, CqIrq, IoQueue},
-    regs::Regs,
+    regs::{Regs, PCI_COMMAND},
 };
 use kernel::{
-    block::mq::Request,
+    block::mq::{gen_disk::GenDisk, DmaDevice, Request},
     cpumask::{Cpumask, CpumaskVar},
     device::{Bound, Device},
     io::{io_read, Io},
@@ -20,9 +20,16 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        new_mutex, Arc, Mutex,
+        new_mutex, new_spinlock, Arc, Mutex, SpinLock,
     },
+    time::{delay::fsleep, Delta},
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
+
+/// How many times a reset tries to bring the controller back before it gives up.
+const RESET_ATTEMPTS: u32 = 3;
+/// The pause between two attempts of a reset.
+const RESET_RETRY_DELAY: Delta = Delta::from_secs(1);
 
 /// Controller indices (`rnvme<C>`) in use, one bit each.
 static CTRL_INDICES: Atomic<u32> = Atomic::new(0);
@@ -64,7 +71,8 @@ pub(crate) enum CtrlState {
     Live = 0,
     /// Being reset: submissions are retried later.
     Resetting = 1,
-    /// Disabled after a failed reset: submissions fail.
+    /// Disabled after a reset that failed every attempt: submissions fail, and the disks are
+    /// removed.
     Dead = 2,
 }
 
@@ -205,6 +213,33 @@ pub(crate) struct Ctrl {
     /// Fault injection (debugfs `lose_commands`): this many next commands are kept in their
     /// slot but never given to the controller, as if the device lost them.
     pub(crate) lose: Atomic<u32>,
+    /// Fault injection for tests (debugfs `fail_resets`): this many next reset attempts fail
+    /// with the controller left disabled, as if it did not come back.
+    pub(crate) fail_resets: Atomic<u32>,
+    /// The PCI function, while the driver is bound: a reset turns bus mastering on again.
+    pci: DmaDevice,
+    /// Runs a reset, queued by [`Ctrl::schedule_reset`].
+    #[pin]
+    reset_work: Work<Ctrl>,
+    /// Set when the controller is being removed: no reset is queued any more.
+    #[pin]
+    removing: SpinLock<bool>,
+    /// The disks of the namespaces; removed when the controller is dead, or by
+    /// [`Ctrl::remove`]. (They refer to the controller: `remove` breaks that cycle.)
+    #[pin]
+    disks: Mutex<KVec<GenDisk<NvmeOps>>>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Ctrl { self.reset_work }
+}
+
+impl WorkItem for Ctrl {
+    type Pointer = Arc<Ctrl>;
+
+    fn run(this: Arc<Ctrl>) {
+        this.reset();
+    }
 }
 
 /// How the I/O queues of a controller were set up.
@@ -220,6 +255,7 @@ impl Ctrl {
     /// The controller with `admin` and the queues of `setup`, then the I/O queues created on
     /// it.
     pub(crate) fn new(
+        dev: &Device<Bound>,
         index: u32,
         regs: Arc<Regs>,
         admin: EnabledAdmin,
@@ -239,6 +275,11 @@ impl Ctrl {
                 want_queues: setup.want_queues,
                 nr_vectors: setup.nr_vectors,
                 lose: Atomic::new(0),
+                fail_resets: Atomic::new(0),
+                pci: DmaDevice::new(dev)?,
+                reset_work <- new_work!("rust_nvme_mq::reset"),
+                removing <- new_spinlock!(false),
+                disks <- new_mutex!(KVec::new()),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -282,14 +323,7 @@ impl Ctrl {
 
     /// Whether to lose the next command (fault injection).
     pub(crate) fn take_lose(&self) -> bool {
-        let mut n = self.lose.load(Relaxed);
-        while n > 0 {
-            match self.lose.cmpxchg(n, n - 1, Relaxed) {
-                Ok(_) => return true,
-                Err(now) => n = now,
-            }
-        }
-        false
+        take_one(&self.lose)
     }
 
     /// The queue of the command of `rq`, its command id, and whether it had already been
@@ -300,16 +334,22 @@ impl Ctrl {
             .find_map(|q| q.find(rq, mark).map(|(cid, was)| (&**q, cid, was)))
     }
 
-    /// Reset the controller: disable it (it then no longer touches memory), give every request
-    /// it held back to the block layer, then enable it again and recreate the I/O queues.
-    /// While this runs, submissions (the requeued requests too) are turned away with
-    /// `BLK_STS_RESOURCE` and retried by blk-mq, so they complete once the controller is back.
-    /// If it does not come back, it is left disabled and they, and every later request, fail.
-    ///
-    /// Runs in process context with no submission in progress on the queues (they refuse new
-    /// ones first), so it can run from a work item once the queues are quiesced.
-    pub(crate) fn reset(&self) {
-        let mut admin = self.admin.lock();
+    /// Hand the disks of the namespaces to the controller, which removes them if it dies.
+    pub(crate) fn set_disks(&self, disks: KVec<GenDisk<NvmeOps>>) {
+        *self.disks.lock() = disks;
+    }
+
+    /// Start a reset, unless one is already running or the controller is dead or being
+    /// removed. From now on submissions are turned away with `BLK_STS_RESOURCE` (blk-mq
+    /// retries them) until the reset is over. The reset runs from a work item, see
+    /// [`Ctrl::reset`].
+    pub(crate) fn schedule_reset(self: &Arc<Self>) {
+        let removing = self.removing.lock();
+        if *removing {
+            drop(removing);
+            self.give_up();
+            return;
+        }
         let from = CtrlState::Live as i32;
         if self
             .state
@@ -318,27 +358,120 @@ impl Ctrl {
         {
             return;
         }
-        let requeued = self.stop_and_requeue_all(&mut admin);
-        match self.restart(&mut admin) {
-            Ok(()) => {
-                self.queues.iter().for_each(|q| q.set_accepting(true));
-                self.set_state(CtrlState::Live);
-                pr_info!(
-                    "rnvme{}: controller reset done, {} requests requeued\n",
-                    self.index,
-                    requeued
-                );
-            }
-            Err(e) => {
-                self.set_state(CtrlState::Dead);
-                let _ = self.regs.disable();
-                pr_err!(
-                    "rnvme{}: controller reset failed ({:?}): disabled, all I/O fails\n",
-                    self.index,
-                    e
-                );
-            }
+        // Cannot be queued already: only the change from `Live` to `Resetting` queues it.
+        let _ = workqueue::system_unbound().enqueue(self.clone());
+    }
+
+    /// Instead of a reset while the controller is being removed: disable it and requeue what
+    /// it held, which then fails (the state is `Dead`), so that the removal of the disks does
+    /// not wait for a command the controller lost. Nothing to do if a reset runs (it requeues)
+    /// or the controller is dead already.
+    fn give_up(&self) {
+        let from = CtrlState::Live as i32;
+        if self
+            .state
+            .cmpxchg(from, CtrlState::Dead as i32, Relaxed)
+            .is_err()
+        {
+            return;
         }
+        let failed = self.stop_and_requeue_all(&mut self.admin.lock());
+        pr_err!(
+            "rnvme{}: a command timed out while the controller is removed: disabled it, {} requests fail\n",
+            self.index,
+            failed
+        );
+    }
+
+    /// At removal, before the controller goes: stop resets (waiting for one that runs), then
+    /// remove the disks, which waits for their requests.
+    pub(crate) fn remove(&self) {
+        *self.removing.lock() = true;
+        self.reset_work.flush();
+        let disks = core::mem::take(&mut *self.disks.lock());
+        drop(disks);
+    }
+
+    /// Reset the controller (the work item of [`Ctrl::schedule_reset`]): disable it (it then
+    /// no longer touches memory), give every request it held back to the block layer, redo
+    /// the PCI setup (bus mastering), then enable the controller again and recreate the I/O
+    /// queues. While this runs, submissions (the requeued requests too) are turned away with
+    /// `BLK_STS_RESOURCE` and retried by blk-mq, so they complete once the controller is back.
+    ///
+    /// A failed attempt is retried, [`RESET_ATTEMPTS`] in all, [`RESET_RETRY_DELAY`] apart.
+    /// A controller that does not come back is left disabled: every request fails at once and
+    /// its disks are removed.
+    fn reset(&self) {
+        let mut attempt = 1;
+        let err = loop {
+            let (requeued, result) = {
+                let mut admin = self.admin.lock();
+                let requeued = self.stop_and_requeue_all(&mut admin);
+                (requeued, self.restart(&mut admin))
+            };
+            let e = match result {
+                Ok(()) => {
+                    self.queues.iter().for_each(|q| q.set_accepting(true));
+                    self.set_state(CtrlState::Live);
+                    pr_info!(
+                        "rnvme{}: controller reset done, {} requests requeued (attempt {})\n",
+                        self.index,
+                        requeued,
+                        attempt
+                    );
+                    return;
+                }
+                Err(e) => e,
+            };
+            pr_warn!(
+                "rnvme{}: controller reset attempt {} of {} failed ({:?})\n",
+                self.index,
+                attempt,
+                RESET_ATTEMPTS,
+                e
+            );
+            if attempt == RESET_ATTEMPTS || *self.removing.lock() {
+                break e;
+            }
+            attempt += 1;
+            fsleep(RESET_RETRY_DELAY);
+        };
+        self.set_state(CtrlState::Dead);
+        let _ = self.regs.disable();
+        pr_err!(
+            "rnvme{}: controller did not come back after {} reset attempts ({:?}): removing its disks\n",
+            self.index,
+            attempt,
+            err
+        );
+        // Requests requeued by the last attempt now fail in `queue_rq`, which lets the removal
+        // of the disks finish. At unbind, `remove` removes them instead.
+        if !*self.removing.lock() {
+            let disks = core::mem::take(&mut *self.disks.lock());
+            drop(disks);
+        }
+    }
+
+    /// Redo the PCI setup a reset needs, which the function loses when it is reset or when it
+    /// is turned off behind the driver's back (a DMA fault handler, a write to the command
+    /// register): memory decoding (what `pci_enable_device_mem()` turned on at probe; calling
+    /// it again would only count up) and bus mastering. Fails with `ENODEV` once the driver
+    /// has started to unbind.
+    fn enable_pci(&self) -> Result {
+        self.pci.with_bound(|dev| {
+            let pdev: &pci::Device<Bound> = dev.try_into()?;
+            let config = pdev.config_space();
+            let command = config.read(PCI_COMMAND);
+            if !command.memory() {
+                dev_warn!(dev, "rnvme{}: memory decoding was off\n", self.index);
+                config.write_reg(command.with_memory(true));
+            }
+            if !command.bus_master() {
+                dev_warn!(dev, "rnvme{}: bus mastering was off\n", self.index);
+            }
+            pdev.set_master();
+            Ok(())
+        })
     }
 
     /// First half of a reset: stop submissions, disable the controller, requeue what it held
@@ -352,8 +485,13 @@ impl Ctrl {
         requeued
     }
 
-    /// Second half of a reset: enable the controller and recreate the I/O queues.
+    /// Second half of a reset: redo the PCI setup, enable the controller and recreate the I/O
+    /// queues.
     fn restart(&self, admin: &mut AdminQueue) -> Result {
+        if take_one(&self.fail_resets) {
+            return Err(ENODEV);
+        }
+        self.enable_pci()?;
         admin.enable(&self.regs)?;
         let granted = admin.set_queue_count(&self.regs, self.want_queues)?;
         if (granted as usize) < self.queues.len() {
@@ -361,6 +499,18 @@ impl Ctrl {
         }
         admin.create_io_queues(&self.regs, &self.queues, self.nr_vectors)
     }
+}
+
+/// Count `n` down by one if it is not 0; whether it was.
+fn take_one(n: &Atomic<u32>) -> bool {
+    let mut now = n.load(Relaxed);
+    while now > 0 {
+        match n.cmpxchg(now, now - 1, Relaxed) {
+            Ok(_) => return true,
+            Err(then) => now = then,
+        }
+    }
+    false
 }
 
 #[pinned_drop]

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! debugfs: `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/{queues,lose_commands}`.
+//! debugfs: `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/{queues,lose_commands,fail_resets}`.
+//! The last two inject faults, for tests only.
 
 use crate::{ctrl::Ctrl, queue::lend_reserve};
 use kernel::{
@@ -60,11 +61,27 @@ impl Reader for LoseFile {
     }
 }
 
+/// The test-only knob that makes the next reset attempts fail, as a debugfs file.
+struct FailResetsFile(Arc<Ctrl>);
+
+impl core::fmt::Debug for FailResetsFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        writeln!(f, "{}", self.0.fail_resets.load(Relaxed))
+    }
+}
+
+impl Reader for FailResetsFile {
+    fn read_from_slice(&self, reader: &mut UserSliceReader) -> Result {
+        self.0.fail_resets.read_from_slice(reader)
+    }
+}
+
 /// The debugfs directory of a controller and its files, removed when dropped. A file that
 /// cannot be created is left out.
 pub(crate) struct CtrlDebugfs {
     _stats: Option<Pin<KBox<File<StatsFile>>>>,
     _lose: Option<Pin<KBox<File<LoseFile>>>>,
+    _fail_resets: Option<Pin<KBox<File<FailResetsFile>>>>,
     _dir: Dir,
 }
 
@@ -75,9 +92,12 @@ impl CtrlDebugfs {
         let dir = root.subdir(&name);
         let stats = dir.read_only_file(c"queues", Ok::<_, Error>(StatsFile(ctrl.clone())));
         let lose = dir.read_write_file(c"lose_commands", Ok::<_, Error>(LoseFile(ctrl.clone())));
+        let fail_resets =
+            dir.read_write_file(c"fail_resets", Ok::<_, Error>(FailResetsFile(ctrl.clone())));
         Ok(Self {
             _stats: KBox::pin_init(stats, GFP_KERNEL).ok(),
             _lose: KBox::pin_init(lose, GFP_KERNEL).ok(),
+            _fail_resets: KBox::pin_init(fail_resets, GFP_KERNEL).ok(),
             _dir: dir,
         })
     }

@@ -25,6 +25,9 @@ use kernel::{
     time::Delta,
 };
 
+/// PRP entries need dword alignment only, so direct I/O buffers may start at any dword (like
+/// the C driver, which sets the same).
+const DMA_ALIGNMENT_MASK: u32 = 3;
 /// blk-mq's limit on the tags of a tag set (`BLK_MQ_MAX_DEPTH`).
 const MAX_TAGS: u32 = 10240;
 /// Largest discard or write-zeroes request, in logical blocks (NLB of Write Zeroes is 16 bit).
@@ -86,13 +89,18 @@ impl Operations for NvmeOps {
 
     /// A command timed out: send an Abort for it (it then completes with an error, or
     /// normally if it was only slow), and give it one more timeout. If it times out again, or
-    /// the Abort itself fails, the controller is disabled and every request failed.
+    /// the Abort itself fails, a controller reset is queued, which requeues every request the
+    /// controller held (this one too). While a reset runs, timeouts wait for it.
     ///
     /// First the command's completion queue is reaped: a command that completed while the
     /// queue's interrupt vector was shut down (its CPUs went offline) raised no interrupt and
     /// is found there.
     fn timeout(ns: ArcBorrow<'_, Namespace>, rq: &Request<Self>) -> TimeoutReturn {
         let ctrl = &ns.ctrl;
+        if ctrl.state() == CtrlState::Resetting {
+            // The reset requeues the request if the controller still holds it.
+            return TimeoutReturn::ResetTimer;
+        }
         if let Some((queue, _, _)) = ctrl.find(rq, false) {
             if queue.process_completions() && ctrl.find(rq, false).is_none() {
                 pr_info!(
@@ -126,7 +134,8 @@ impl Operations for NvmeOps {
             cid,
             qid
         );
-        ctrl.reset();
+        // The reset work requeues the request: it is not ended here.
+        ctrl.schedule_reset();
         TimeoutReturn::Done
     }
 
@@ -221,6 +230,7 @@ fn add_disk(
         .max_hw_sectors(max_sectors)
         .max_segments(MAX_SEGMENTS as u16)
         .virt_boundary_mask(PAGE_SIZE - 1)?
+        .dma_alignment(DMA_ALIGNMENT_MASK)?
         .rq_timeout(limits.io_timeout)
         .parent(dev);
     if info.vwc {

@@ -120,6 +120,50 @@ mod tests {
     }
 
     #[test]
+    fn prp_first_piece_at_any_dword() {
+        let mut list = [0u64; 4];
+        // 512 bytes at page offset 4 (dma_alignment 3): PRP1 carries the offset.
+        let p = build_prps([(0x1000_0004, 512)].into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0004,
+                nr_entries: 0,
+                prp2: 0
+            }
+        );
+        // 512 bytes at page offset 4092: the rest is in the next page, the one entry.
+        let p = build_prps([(0x1000_0ffc, 512)].into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0ffc,
+                nr_entries: 1,
+                prp2: 0x1000_1000
+            }
+        );
+        // Offset 4 to the page end, then whole pages, then a piece not ending on a page.
+        let segs = [
+            (0x1000_0004, 0xffc),
+            (0x2000_0000, 0x1000),
+            (0x3000_0000, 0x204),
+        ];
+        let p = build_prps(segs.into_iter(), &mut list, 0x9000).unwrap();
+        assert_eq!(
+            p,
+            Prps {
+                prp1: 0x1000_0004,
+                nr_entries: 2,
+                prp2: 0x9000
+            }
+        );
+        assert_eq!(&list[..2], &[0x2000_0000, 0x3000_0000]);
+        // A later piece at a dword offset is a gap PRPs cannot describe.
+        let segs = [(0x1000_0000, 0x1000), (0x2000_0004, 0x200)];
+        assert!(build_prps(segs.into_iter(), &mut list, 0x9000).is_err());
+    }
+
+    #[test]
     fn prp_rejects_gaps_and_overlong() {
         let mut list = [0u64; 1];
         // Second piece not page aligned.

@@ -84,6 +84,16 @@ register! {
     }
 }
 
+register! {
+    /// PCI Command register, in the configuration space of the function (not in BAR0).
+    pub(crate) PCI_COMMAND(u16) @ 0x04 {
+        /// Bus Master Enable.
+        2:2 bus_master => bool;
+        /// Memory Space Enable: BAR0 (the registers) answers.
+        1:1 memory => bool;
+    }
+}
+
 impl CAP {
     /// The largest queue the controller supports, in entries.
     pub(crate) fn max_queue_entries(self) -> u32 {
