@@ -75,12 +75,16 @@
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;
+#[path = "rust_nvme_mq/chardev.rs"]
+mod chardev;
 #[path = "rust_nvme_mq/cmd.rs"]
 mod cmd;
 #[path = "rust_nvme_mq/ctrl.rs"]
 mod ctrl;
 #[path = "rust_nvme_mq/debugfs.rs"]
 mod debugfs;
+#[path = "rust_nvme_mq/ioctl.rs"]
+mod ioctl;
 #[path = "rust_nvme_mq/ns.rs"]
 mod ns;
 #[path = "rust_nvme_mq/prp.rs"]
@@ -156,11 +160,12 @@ const TIMEOUT_RANGE_S: core::ops::RangeInclusive<u32> = 1..=3600;
 /// Set by a probe that failed because of a module parameter, so that insmod fails.
 static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
 
-/// A bound NVMe controller. Fields are dropped in order: the disks first (which waits for
-/// their requests), the debugfs files, then the controller (the last reference to it: it is
-/// shut down before its queue memory goes), then the interrupts and the I/O queue memory they
-/// reap.
+/// A bound NVMe controller. Fields are dropped in order: the character device, the disks
+/// (which waits for their requests), the debugfs files, then the controller (the last
+/// reference to it unless a file of the character device is still open: it is shut down
+/// before its queue memory goes), then the interrupts and the I/O queue memory they reap.
 struct NvmeDevice {
+    _chardev: chardev::Chardev,
     _disks: KVec<GenDisk<NvmeOps>>,
     _debugfs: Option<debugfs::CtrlDebugfs>,
     _ctrl: Arc<Ctrl>,
@@ -352,7 +357,9 @@ impl NvmeDevice {
             io_timeout: params.io_timeout,
         };
         let disks = ns::add_disks(&ctrl, dev, &limits)?;
+        let chardev = chardev::register(&ctrl, dev)?;
         Ok(Self {
+            _chardev: chardev,
             _disks: disks,
             _debugfs: debugfs::CtrlDebugfs::new(&ctrl).ok(),
             _ctrl: ctrl,

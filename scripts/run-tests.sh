@@ -124,6 +124,7 @@ boot persist_check -- 'bash /tests/suite-persist.sh check'
 # A second NVDIMM with a label area: namespaces made and removed with ndctl.
 boot ndctl --labelled -- 'bash /tests/suite-ndctl.sh'
 boot nvme --smp 4 -- 'bash /tests/suite-nvme.sh'
+boot nvme_cli --smp 2 -- 'bash /tests/suite-nvme-cli.sh'
 boot nvme_latency --smp 4 --nvme-null 100000000 -- 'bash /tests/suite-nvme-latency.sh'
 boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-builtin.sh'
 

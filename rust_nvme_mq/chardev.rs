@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The character device of a controller, `/dev/rnvme<C>` (a misc device, root only like
+//! `/dev/nvme<C>`), for the NVMe passthrough ioctls that nvme-cli uses.
+
+use crate::{ctrl::Ctrl, ioctl::Passthru};
+use kernel::{
+    device::{Bound, Device},
+    fs::File,
+    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    prelude::*,
+    str::CString,
+    sync::{Arc, ArcBorrow},
+};
+
+/// The misc device type of controller character devices.
+pub(crate) struct CtrlChardev;
+
+#[vtable]
+impl MiscDevice for CtrlChardev {
+    /// An open file holds the controller's passthrough state.
+    type Ptr = Arc<Passthru>;
+    type RegistrationData = Arc<Passthru>;
+
+    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Arc<Passthru>> {
+        Ok(misc.data().clone())
+    }
+
+    fn ioctl(pt: ArcBorrow<'_, Passthru>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        pt.ioctl(cmd, arg)
+    }
+}
+
+/// The registered character device; removed when dropped (open files keep working on the
+/// controller until they are closed, and fail once it is gone).
+pub(crate) type Chardev = Pin<KBox<MiscDeviceRegistration<CtrlChardev>>>;
+
+/// Register `/dev/rnvme<C>` for `ctrl`.
+pub(crate) fn register(ctrl: &Arc<Ctrl>, dev: &Device<Bound>) -> Result<Chardev> {
+    let name = CString::try_from_fmt(fmt!("rnvme{}", ctrl.index))?;
+    let data = Passthru::new(ctrl.clone(), dev)?;
+    let opts = MiscDeviceOptions { name: c"rnvme" };
+    KBox::pin_init(
+        MiscDeviceRegistration::register_with_name(opts, name, data),
+        GFP_KERNEL,
+    )
+}
