@@ -356,8 +356,9 @@ impl NvmeDevice {
             info: &info,
             io_timeout: params.io_timeout,
         };
-        let disks = ns::add_disks(&ctrl, dev, &limits)?;
-        let chardev = chardev::register(&ctrl, dev)?;
+        let passthru = ioctl::Passthru::new(ctrl.clone(), dev)?;
+        let disks = ns::add_disks(&ctrl, dev, &limits, &passthru)?;
+        let chardev = chardev::register(passthru)?;
         Ok(Self {
             _chardev: chardev,
             _disks: disks,

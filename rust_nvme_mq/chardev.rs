@@ -3,9 +3,8 @@
 //! The character device of a controller, `/dev/rnvme<C>` (a misc device, root only like
 //! `/dev/nvme<C>`), for the NVMe passthrough ioctls that nvme-cli uses.
 
-use crate::{ctrl::Ctrl, ioctl::Passthru};
+use crate::ioctl::Passthru;
 use kernel::{
-    device::{Bound, Device},
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
@@ -27,7 +26,7 @@ impl MiscDevice for CtrlChardev {
     }
 
     fn ioctl(pt: ArcBorrow<'_, Passthru>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        pt.ioctl(cmd, arg)
+        pt.ioctl(cmd, arg).map(|r| r as isize)
     }
 }
 
@@ -35,10 +34,9 @@ impl MiscDevice for CtrlChardev {
 /// controller until they are closed, and fail once it is gone).
 pub(crate) type Chardev = Pin<KBox<MiscDeviceRegistration<CtrlChardev>>>;
 
-/// Register `/dev/rnvme<C>` for `ctrl`.
-pub(crate) fn register(ctrl: &Arc<Ctrl>, dev: &Device<Bound>) -> Result<Chardev> {
-    let name = CString::try_from_fmt(fmt!("rnvme{}", ctrl.index))?;
-    let data = Passthru::new(ctrl.clone(), dev)?;
+/// Register `/dev/rnvme<C>` for the controller of `data`.
+pub(crate) fn register(data: Arc<Passthru>) -> Result<Chardev> {
+    let name = CString::try_from_fmt(fmt!("rnvme{}", data.ctrl.index))?;
     let opts = MiscDeviceOptions { name: c"rnvme" };
     KBox::pin_init(
         MiscDeviceRegistration::register_with_name(opts, name, data),

@@ -137,7 +137,7 @@ impl Passthru {
     }
 
     /// An ioctl on the character device.
-    pub(crate) fn ioctl(&self, cmd: u32, arg: usize) -> Result<isize> {
+    pub(crate) fn ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
             NVME_IOCTL_ADMIN_CMD => self.admin_cmd(arg, false),
             NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(arg, true),
@@ -149,7 +149,16 @@ impl Passthru {
         }
     }
 
-    fn reset(&self) -> Result<isize> {
+    /// An ioctl on the block device of namespace `nsid`: its id, and the controller's ioctls
+    /// (as the C driver's namespace devices do).
+    pub(crate) fn ns_ioctl(&self, nsid: u32, cmd: u32, arg: usize) -> Result<i32> {
+        match cmd {
+            NVME_IOCTL_ID => Ok(i32::try_from(nsid)?),
+            _ => self.ioctl(cmd, arg),
+        }
+    }
+
+    fn reset(&self) -> Result<i32> {
         if !capable(Capability::SYS_ADMIN) {
             return Err(EACCES);
         }
@@ -168,7 +177,7 @@ impl Passthru {
     /// `NVME_IOCTL_ADMIN_CMD` (`wide`: `NVME_IOCTL_ADMIN64_CMD`): run the command on the
     /// admin queue; returns the NVMe status (0 on success, positive: the controller's status
     /// field) and writes dword 0 of the completion back to `result`.
-    fn admin_cmd(&self, arg: usize, wide: bool) -> Result<isize> {
+    fn admin_cmd(&self, arg: usize, wide: bool) -> Result<i32> {
         let size = if wide {
             size_of::<PassthruCmd64>()
         } else {
@@ -201,7 +210,7 @@ impl Passthru {
         )
         .writer()
         .write_slice(bytes)?;
-        Ok(isize::try_from(status)?)
+        Ok(status.into())
     }
 
     /// Run `sqe` with `len` bytes of data at user address `addr`: to the controller if

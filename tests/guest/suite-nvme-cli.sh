@@ -16,10 +16,14 @@ CDEV=/dev/rnvme0
 C_DIR=/tmp/c-nvme
 R_DIR=/tmp/r-nvme
 
-# collect DIR CTRLDEV: what nvme-cli and nvme_passthru say about the controller.
+# collect DIR CTRLDEV NSDEV: what nvme-cli and nvme_passthru say about the controller and
+# its namespace 1.
 collect() {
-    local dir=$1 dev=$2
+    local dir=$1 dev=$2 ns=$3
     mkdir -p "$dir"
+    nvme id-ns "$ns" -o json >"$dir/id-ns.json"
+    nvme id-ns "$ns" >"$dir/id-ns.txt"
+    nvme get-ns-id "$ns" >"$dir/ns-id.txt"
     nvme id-ctrl "$dev" -o json >"$dir/id-ctrl.json"
     nvme id-ctrl "$dev" >"$dir/id-ctrl.txt"
     nvme smart-log "$dev" -o json >"$dir/smart-log.json"
@@ -34,7 +38,7 @@ test_c_reference() {
     modprobe nvme
     wait_dev /dev/nvme0n1
     [[ -c /dev/nvme0 ]] || fail "no /dev/nvme0 from the C driver"
-    collect "$C_DIR" /dev/nvme0
+    collect "$C_DIR" /dev/nvme0 /dev/nvme0n1
     stat -c '%a %u' /dev/nvme0 >"$C_DIR.mode"
     cat "$C_DIR/feature7.txt" "$C_DIR/passthru.txt"
     unload_module nvme
@@ -48,7 +52,7 @@ test_chardev_node() {
     ls -l "$CDEV"
     expect_eq "mode and owner like /dev/nvme0" "$(stat -c '%a %u' $CDEV)" "$(cat "$C_DIR.mode")"
     expect_eq "mode" "$(stat -c '%a %u' $CDEV)" "600 0"
-    collect "$R_DIR" "$CDEV"
+    collect "$R_DIR" "$CDEV" "$DEV"
     unload_nvme
     wait_gone "$CDEV"
 }
@@ -62,6 +66,51 @@ test_id_ctrl_equal() {
     diff "$C_DIR/id-ctrl.txt" "$R_DIR/id-ctrl.txt" || fail "nvme id-ctrl fields differ (above: < C, > Rust)"
     cmp "$C_DIR/id-ctrl.json" "$R_DIR/id-ctrl.json" || fail "nvme id-ctrl -o json differs"
     echo "$fields fields equal"
+}
+
+test_id_ns_equal() {
+    [[ -s $R_DIR/id-ns.txt && -s $C_DIR/id-ns.txt ]] || fail "missing id-ns output"
+    grep -E "^(nsze|ncap|nuse|flbas|nlbaf|lbaf  0) " "$R_DIR/id-ns.txt"
+    local fields
+    fields=$(grep -c ' : ' "$R_DIR/id-ns.txt")
+    [[ $fields -gt 20 ]] || fail "only $fields fields in nvme id-ns on $DEV"
+    diff "$C_DIR/id-ns.txt" "$R_DIR/id-ns.txt" || fail "nvme id-ns fields differ (above: < C, > Rust)"
+    cmp "$C_DIR/id-ns.json" "$R_DIR/id-ns.json" || fail "nvme id-ns -o json differs"
+    echo "$fields fields equal"
+    cat "$R_DIR/ns-id.txt"
+    grep -q "namespace-id:1$" "$R_DIR/ns-id.txt" || fail "get-ns-id on $DEV: $(cat "$R_DIR/ns-id.txt")"
+    expect_eq "get-ns-id like the C driver" "$(sed 's/^r//' "$R_DIR/ns-id.txt")" "$(cat "$C_DIR/ns-id.txt")"
+}
+
+test_disk_admin_passthru() {
+    # The controller's ioctls on the namespace's block device too (as the C driver's).
+    load_nvme
+    "$TOOLS/nvme_passthru" $DEV >/tmp/disk-passthru.txt
+    cat /tmp/disk-passthru.txt
+    local k
+    for k in identify_ctrl identify_8k identify_len_1001 identify_bad_addr admin_cmd_bad_arg \
+        flags_set opcode_reserved get_features_7 get_features_7_64 set_features_7 unknown_ioctl; do
+        expect_eq "$k on the disk" "$(line /tmp/disk-passthru.txt $k)" "$(line $R_DIR/passthru.txt $k)"
+    done
+    expect_eq "NVME_IOCTL_ID on the disk" "$(line /tmp/disk-passthru.txt ioctl_id)" "ioctl_id rc=1 errno=0"
+    nvme smart-log $DEV -o json | grep -q '"temperature"' || fail "smart-log on $DEV"
+    unload_nvme
+}
+
+test_disk_open_across_unbind() {
+    # A block device open when the controller goes: the namespace id still answers, the
+    # commands fail, and the last close frees what the disk held.
+    load_nvme
+    local bdf out
+    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    out=$("$TOOLS/nvme_passthru" --unbind $DEV /sys/bus/pci/drivers/rust_nvme_mq/unbind "$bdf")
+    echo "$out"
+    expect_eq "id" "$(grep ^ioctl_id <<<"$out")" "ioctl_id_after_unbind rc=1 errno=0"
+    expect_eq "identify" "$(grep ^identify <<<"$out")" "identify_after_unbind rc=-1 errno=ENODEV"
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/bind
+    wait_dev $DEV
+    nvme id-ns $DEV | grep -q "^nsze" || fail "id-ns after rebind"
+    unload_nvme
 }
 
 test_smart_log() {
@@ -189,6 +238,9 @@ test_no_kernel_warnings() { kernel_clean; }
 t nvme_cli_c_reference test_c_reference
 t nvme_cli_chardev_node test_chardev_node
 t nvme_cli_id_ctrl_equal test_id_ctrl_equal
+t nvme_cli_id_ns_equal test_id_ns_equal
+t nvme_cli_disk_admin_passthru test_disk_admin_passthru
+t nvme_cli_disk_open_across_unbind test_disk_open_across_unbind
 t nvme_cli_smart_log test_smart_log
 t nvme_cli_get_feature_7 test_get_feature
 t nvme_cli_bad_input test_bad_input

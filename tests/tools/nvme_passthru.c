@@ -6,8 +6,9 @@
  *
  * Usage: nvme_passthru DEV        run every case (as root; the last cases drop to uid 65534)
  *        nvme_passthru --unbind DEV UNBIND_FILE BDF
- *                                  open DEV, write BDF to UNBIND_FILE (unbinding the driver),
- *                                  then try Identify on the file still open
+ *                                  open DEV (controller or namespace), write BDF to UNBIND_FILE
+ *                                  (unbinding the driver), then try ioctls on the file still
+ *                                  open
  *        nvme_passthru --help
  */
 #define _GNU_SOURCE
@@ -94,6 +95,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		close(ufd);
+		case_rc("ioctl_id_after_unbind", NVME_IOCTL_ID, NULL);
 		rc = identify(1, buf, ID_SIZE, &err);
 		report("identify_after_unbind", rc, err, "");
 		case_rc("reset_after_unbind", NVME_IOCTL_RESET, NULL);
