@@ -69,9 +69,18 @@
 //! not come back stays disabled and requests fail at once. `lose_commands` in debugfs injects
 //! lost commands to test this.
 //!
-//! Not implemented: metadata/protection information, namespaces with LBA formats that carry
-//! metadata, requeueing the requests a reset failed, reset on CSTS.CFS outside a timeout,
-//! polled queues.
+//! # Passthrough (nvme-cli)
+//!
+//! Each controller has a character device `/dev/rnvme<C>` (root only) with the admin
+//! passthrough ioctls (`NVME_IOCTL_ADMIN_CMD`, `NVME_IOCTL_ADMIN64_CMD`) and
+//! `NVME_IOCTL_RESET`; the disks answer `NVME_IOCTL_ID` and the same controller ioctls. Admin
+//! commands from user space run on the admin queue with their data in a bounce buffer (at most
+//! 256 KiB), with the C driver's permission checks; see `rust_nvme_mq/ioctl.rs`.
+//!
+//! Not implemented: I/O command passthrough (`NVME_IOCTL_IO_CMD`), `NVME_IOCTL_RESCAN`, the
+//! controller attributes in sysfs (model, serial, firmware_rev), metadata/protection
+//! information, namespaces with LBA formats that carry metadata, requeueing the requests a
+//! reset failed, reset on CSTS.CFS outside a timeout, polled queues.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;
@@ -358,7 +367,7 @@ impl NvmeDevice {
         };
         let passthru = ioctl::Passthru::new(ctrl.clone(), dev)?;
         let disks = ns::add_disks(&ctrl, dev, &limits, &passthru)?;
-        let chardev = chardev::register(passthru)?;
+        let chardev = chardev::register(passthru, dev)?;
         Ok(Self {
             _chardev: chardev,
             _disks: disks,

@@ -5,6 +5,7 @@
 
 use crate::ioctl::Passthru;
 use kernel::{
+    device::Device,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
@@ -34,12 +35,13 @@ impl MiscDevice for CtrlChardev {
 /// controller until they are closed, and fail once it is gone).
 pub(crate) type Chardev = Pin<KBox<MiscDeviceRegistration<CtrlChardev>>>;
 
-/// Register `/dev/rnvme<C>` for the controller of `data`.
-pub(crate) fn register(data: Arc<Passthru>) -> Result<Chardev> {
+/// Register `/dev/rnvme<C>` for the controller of `data`, a child of `dev` (the PCI
+/// function) in sysfs, like `/sys/class/nvme/nvme<C>`.
+pub(crate) fn register(data: Arc<Passthru>, dev: &Device) -> Result<Chardev> {
     let name = CString::try_from_fmt(fmt!("rnvme{}", data.ctrl.index))?;
     let opts = MiscDeviceOptions { name: c"rnvme" };
     KBox::pin_init(
-        MiscDeviceRegistration::register_with_name(opts, name, data),
+        MiscDeviceRegistration::register_with_parent(opts, name, dev.into(), data),
         GFP_KERNEL,
     )
 }

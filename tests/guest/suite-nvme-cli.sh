@@ -52,6 +52,13 @@ test_chardev_node() {
     ls -l "$CDEV"
     expect_eq "mode and owner like /dev/nvme0" "$(stat -c '%a %u' $CDEV)" "$(cat "$C_DIR.mode")"
     expect_eq "mode" "$(stat -c '%a %u' $CDEV)" "600 0"
+    local bdf
+    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    expect_eq "sysfs parent of rnvme0" "$(basename "$(readlink -f /sys/class/misc/rnvme0/device)")" "$bdf"
+    # An open character device pins the module, as an open disk does.
+    exec 7<>$CDEV
+    if rmmod rust_nvme_mq 2>/dev/null; then fail "rmmod worked with $CDEV open"; fi
+    exec 7>&-
     collect "$R_DIR" "$CDEV" "$DEV"
     unload_nvme
     wait_gone "$CDEV"
