@@ -77,10 +77,12 @@
 //! commands from user space run on the admin queue with their data in a bounce buffer (at most
 //! 256 KiB), with the C driver's permission checks; see `rust_nvme_mq/ioctl.rs`.
 //!
-//! Not implemented: I/O command passthrough (`NVME_IOCTL_IO_CMD`), `NVME_IOCTL_RESCAN`, the
-//! controller attributes in sysfs (model, serial, firmware_rev), metadata/protection
-//! information, namespaces with LBA formats that carry metadata, requeueing the requests a
-//! reset failed, reset on CSTS.CFS outside a timeout, polled queues.
+//! The character device is a child of the PCI function in sysfs and has the C driver's
+//! `model`, `serial` and `firmware_rev` attributes (`/sys/class/misc/rnvme<C>/`).
+//!
+//! Not implemented: I/O command passthrough (`NVME_IOCTL_IO_CMD`), `NVME_IOCTL_RESCAN`,
+//! metadata/protection information, namespaces with LBA formats that carry metadata,
+//! requeueing the requests a reset failed, reset on CSTS.CFS outside a timeout, polled queues.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;
@@ -365,7 +367,12 @@ impl NvmeDevice {
             info: &info,
             io_timeout: params.io_timeout,
         };
-        let passthru = ioctl::Passthru::new(ctrl.clone(), dev)?;
+        let identity = ioctl::CtrlIdentity {
+            model: info.model,
+            serial: info.serial,
+            firmware_rev: info.firmware_rev,
+        };
+        let passthru = ioctl::Passthru::new(ctrl.clone(), identity, dev)?;
         let disks = ns::add_disks(&ctrl, dev, &limits, &passthru)?;
         let chardev = chardev::register(passthru, dev)?;
         Ok(Self {

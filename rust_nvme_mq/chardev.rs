@@ -26,9 +26,33 @@ impl MiscDevice for CtrlChardev {
         Ok(misc.data().clone())
     }
 
+    /// As the C driver's `/sys/class/nvme/nvme<C>/{model,serial,firmware_rev}`.
+    const ATTRIBUTES: &'static [&'static CStr] = &[c"model", c"serial", c"firmware_rev"];
+
+    fn show_attribute(pt: &Arc<Passthru>, index: usize, buf: &mut [u8]) -> Result<usize> {
+        let id = &pt.identity;
+        let field: &[u8] = match index {
+            0 => &id.model,
+            1 => &id.serial,
+            2 => &id.firmware_rev,
+            _ => return Err(EINVAL),
+        };
+        show_id_string(field, buf)
+    }
+
     fn ioctl(pt: ArcBorrow<'_, Passthru>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         pt.ioctl(cmd, arg).map(|r| r as isize)
     }
+}
+
+/// Write an Identify string as the C driver shows it: every byte up to the first NUL (the
+/// padding spaces too), then a newline.
+fn show_id_string(field: &[u8], buf: &mut [u8]) -> Result<usize> {
+    let len = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    let out = buf.get_mut(..=len).ok_or(EINVAL)?;
+    out[..len].copy_from_slice(&field[..len]);
+    out[len] = b'\n';
+    Ok(len + 1)
 }
 
 /// The registered character device; removed when dropped (open files keep working on the

@@ -197,7 +197,8 @@ pub(crate) struct IdCtrl {
     pub(crate) sn: [u8; 20],
     /// Model number, ASCII padded with spaces.
     pub(crate) mn: [u8; 40],
-    fr: [u8; 8],
+    /// Firmware revision, ASCII padded with spaces.
+    pub(crate) fr: [u8; 8],
     rab: u8,
     ieee: [u8; 3],
     cmic: u8,

@@ -116,20 +116,33 @@ impl Bounce {
     }
 }
 
+/// The identity of a controller (Identify Controller), for sysfs.
+pub(crate) struct CtrlIdentity {
+    pub(crate) model: [u8; 40],
+    pub(crate) serial: [u8; 20],
+    pub(crate) firmware_rev: [u8; 8],
+}
+
 /// What the character device of a controller works on.
 #[pin_data]
 pub(crate) struct Passthru {
     pub(crate) ctrl: Arc<Ctrl>,
+    pub(crate) identity: CtrlIdentity,
     #[pin]
     bounce: Mutex<Bounce>,
 }
 
 impl Passthru {
-    pub(crate) fn new(ctrl: Arc<Ctrl>, dev: &Device<Bound>) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        ctrl: Arc<Ctrl>,
+        identity: CtrlIdentity,
+        dev: &Device<Bound>,
+    ) -> Result<Arc<Self>> {
         let bounce = Bounce::new(dev)?;
         Arc::pin_init(
             pin_init!(Self {
                 ctrl,
+                identity,
                 bounce <- new_mutex!(bounce),
             }),
             GFP_KERNEL,

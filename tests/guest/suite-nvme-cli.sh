@@ -29,6 +29,11 @@ collect() {
     nvme smart-log "$dev" -o json >"$dir/smart-log.json"
     nvme get-feature "$dev" -f 7 >"$dir/feature7.txt"
     "$TOOLS/nvme_passthru" "$dev" >"$dir/passthru.txt"
+    local class=/sys/class/nvme/${dev#/dev/} a
+    [[ -d $class ]] || class=/sys/class/misc/${dev#/dev/}
+    for a in model serial firmware_rev; do
+        cat "$class/$a" >"$dir/sysfs-$a"
+    done
 }
 
 # json_num FILE KEY: the number of KEY in nvme-cli's JSON output (one key per line).
@@ -118,6 +123,16 @@ test_disk_open_across_unbind() {
     wait_dev $DEV
     nvme id-ns $DEV | grep -q "^nsze" || fail "id-ns after rebind"
     unload_nvme
+}
+
+test_sysfs_identity() {
+    local a
+    for a in model serial firmware_rev; do
+        echo "$a: '$(cat "$R_DIR/sysfs-$a")'"
+        [[ -s $R_DIR/sysfs-$a ]] || fail "no $a in sysfs"
+        cmp "$C_DIR/sysfs-$a" "$R_DIR/sysfs-$a" || fail "$a differs: C '$(cat "$C_DIR/sysfs-$a")'"
+    done
+    grep -q "^rblk0001 *$" "$R_DIR/sysfs-serial" || fail "serial"
 }
 
 test_smart_log() {
@@ -248,6 +263,7 @@ t nvme_cli_id_ctrl_equal test_id_ctrl_equal
 t nvme_cli_id_ns_equal test_id_ns_equal
 t nvme_cli_disk_admin_passthru test_disk_admin_passthru
 t nvme_cli_disk_open_across_unbind test_disk_open_across_unbind
+t nvme_cli_sysfs_identity test_sysfs_identity
 t nvme_cli_smart_log test_smart_log
 t nvme_cli_get_feature_7 test_get_feature
 t nvme_cli_bad_input test_bad_input
