@@ -72,17 +72,33 @@
 //! not come back stays disabled, its requests fail and its disks are removed. In debugfs,
 //! `lose_commands` injects lost commands and `fail_resets` failed reset attempts, for tests.
 //!
-//! Not implemented: metadata/protection information, namespaces with LBA formats that carry
-//! metadata, reset on CSTS.CFS outside a timeout, polled queues.
+//! # Passthrough (nvme-cli)
+//!
+//! Each controller has a character device `/dev/rnvme<C>` (root only) with the admin
+//! passthrough ioctls (`NVME_IOCTL_ADMIN_CMD`, `NVME_IOCTL_ADMIN64_CMD`) and
+//! `NVME_IOCTL_RESET`; the disks answer `NVME_IOCTL_ID` and the same controller ioctls. Admin
+//! commands from user space run on the admin queue with their data in a bounce buffer (at most
+//! 256 KiB), with the C driver's permission checks; see `rust_nvme_mq/ioctl.rs`.
+//!
+//! The character device is a child of the PCI function in sysfs and has the C driver's
+//! `model`, `serial` and `firmware_rev` attributes (`/sys/class/misc/rnvme<C>/`).
+//!
+//! Not implemented: I/O command passthrough (`NVME_IOCTL_IO_CMD`), `NVME_IOCTL_RESCAN`,
+//! metadata/protection information, namespaces with LBA formats that carry metadata,
+//! reset on CSTS.CFS outside a timeout, polled queues.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;
+#[path = "rust_nvme_mq/chardev.rs"]
+mod chardev;
 #[path = "rust_nvme_mq/cmd.rs"]
 mod cmd;
 #[path = "rust_nvme_mq/ctrl.rs"]
 mod ctrl;
 #[path = "rust_nvme_mq/debugfs.rs"]
 mod debugfs;
+#[path = "rust_nvme_mq/ioctl.rs"]
+mod ioctl;
 #[path = "rust_nvme_mq/ns.rs"]
 mod ns;
 #[path = "rust_nvme_mq/prp.rs"]
@@ -158,10 +174,12 @@ const TIMEOUT_RANGE_S: core::ops::RangeInclusive<u32> = 1..=3600;
 static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
 
 /// A bound NVMe controller. When dropped, the controller stops resets and removes its disks
-/// first (which waits for their requests), then the fields are dropped in order: the debugfs
-/// files, then the controller (the last reference to it: it is shut down before its queue
-/// memory goes), then the interrupts and the I/O queue memory they reap.
+/// first (which waits for their requests), then the fields are dropped in order: the
+/// character device, the debugfs files, then the controller (the last reference to it unless a
+/// file of the character device is still open: it is shut down before its queue memory goes),
+/// then the interrupts and the I/O queue memory they reap.
 struct NvmeDevice {
+    _chardev: chardev::Chardev,
     _debugfs: Option<debugfs::CtrlDebugfs>,
     ctrl: Arc<Ctrl>,
     _irqs: Devres<pci::IrqHandlers<CqIrq>>,
@@ -351,9 +369,19 @@ impl NvmeDevice {
             info: &info,
             io_timeout: params.io_timeout,
         };
-        let disks = ns::add_disks(&ctrl, dev, &limits)?;
+        let identity = ioctl::CtrlIdentity {
+            model: info.model,
+            serial: info.serial,
+            firmware_rev: info.firmware_rev,
+        };
+        let passthru = ioctl::Passthru::new(ctrl.clone(), identity, dev)?;
+        let chardev = chardev::register(passthru.clone(), dev)?;
+        // Nothing may fail after the controller holds its disks: only `NvmeDevice`'s drop
+        // takes them back.
+        let disks = ns::add_disks(&ctrl, dev, &limits, &passthru)?;
         ctrl.set_disks(disks);
         Ok(Self {
+            _chardev: chardev,
             _debugfs: debugfs::CtrlDebugfs::new(&ctrl).ok(),
             ctrl,
             _irqs: irqs,

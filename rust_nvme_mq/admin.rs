@@ -76,9 +76,9 @@ impl AdminQueue {
         Ok(())
     }
 
-    /// Reap completions until the one of command `cid`; returns its result, or `None` if it
-    /// has not completed yet.
-    fn reap(&mut self, regs: &Regs, cid: u16) -> Result<Option<Result<u32>>> {
+    /// Reap completions until the one of command `cid`; returns its status field and dword 0,
+    /// or `None` if it has not completed yet.
+    fn reap(&mut self, regs: &Regs, cid: u16) -> Result<Option<(u16, u32)>> {
         while let Some(cqe) = cmd::read_cqe(&self.cq, self.head, self.phase)? {
             self.head = (self.head + 1) % ADMIN_DEPTH;
             if self.head == 0 {
@@ -86,7 +86,7 @@ impl AdminQueue {
             }
             regs.cq_doorbell(0, self.head);
             if cqe.cid == cid {
-                return Ok(Some(cmd::status_to_result(cqe.status).map(|()| cqe.result)));
+                return Ok(Some((cqe.status, cqe.result)));
             }
         }
         if regs.csts().is_some_and(|csts| csts.cfs()) {
@@ -96,7 +96,14 @@ impl AdminQueue {
     }
 
     /// Run `sqe` and wait for its completion; returns dword 0 of the completion.
-    pub(crate) fn run(&mut self, regs: &Regs, mut sqe: Sqe) -> Result<u32> {
+    pub(crate) fn run(&mut self, regs: &Regs, sqe: Sqe) -> Result<u32> {
+        let (status, result) = self.run_status(regs, sqe)?;
+        cmd::status_to_result(status).map(|()| result)
+    }
+
+    /// Run `sqe` and wait for its completion; returns its status field (0: success) and
+    /// dword 0, whatever the status.
+    pub(crate) fn run_status(&mut self, regs: &Regs, mut sqe: Sqe) -> Result<(u16, u32)> {
         let cid = self.next_cid;
         self.next_cid = self.next_cid.wrapping_add(1);
         sqe.set_cid(cid);
@@ -110,7 +117,7 @@ impl AdminQueue {
             POLL_INTERVAL,
             timeout,
         )?
-        .unwrap_or(Err(ETIMEDOUT))
+        .ok_or(ETIMEDOUT)
     }
 
     /// Run an Identify command and return the data structure.

@@ -98,6 +98,22 @@ impl Sqe {
         Self { cdw12, ..self }
     }
 
+    /// Set the command specific dwords 2, 3 and 10 to 15 (passthrough from user space).
+    pub(crate) fn dwords(self, cdw2: u32, cdw3: u32, cdw10_15: [u32; 6]) -> Self {
+        let [cdw10, cdw11, cdw12, cdw13, cdw14, cdw15] = cdw10_15;
+        Self {
+            cdw2,
+            cdw3,
+            cdw10,
+            cdw11,
+            cdw12,
+            cdw13,
+            cdw14,
+            cdw15,
+            ..self
+        }
+    }
+
     /// Set the starting LBA (cdw10-11).
     pub(crate) fn slba(self, lba: u64) -> Self {
         self.cdw10(lba as u32).cdw11((lba >> 32) as u32)
@@ -181,7 +197,8 @@ pub(crate) struct IdCtrl {
     pub(crate) sn: [u8; 20],
     /// Model number, ASCII padded with spaces.
     pub(crate) mn: [u8; 40],
-    fr: [u8; 8],
+    /// Firmware revision, ASCII padded with spaces.
+    pub(crate) fr: [u8; 8],
     rab: u8,
     ieee: [u8; 3],
     cmic: u8,

@@ -121,6 +121,7 @@ impl EnabledAdmin {
 pub(crate) struct CtrlInfo {
     pub(crate) model: [u8; 40],
     pub(crate) serial: [u8; 20],
+    pub(crate) firmware_rev: [u8; 8],
     /// Optional NVM commands (`cmd::ONCS_*`).
     pub(crate) oncs: u16,
     /// A volatile write cache is present.
@@ -149,6 +150,7 @@ impl CtrlInfo {
         Ok(Self {
             model: kernel::io::io_project!(id, .mn).copy_read(),
             serial: kernel::io::io_project!(id, .sn).copy_read(),
+            firmware_rev: kernel::io::io_project!(id, .fr).copy_read(),
             oncs: io_read!(id, .oncs),
             vwc: vwc & cmd::VWC_PRESENT != 0,
             max_bytes,

@@ -6,6 +6,7 @@
 use crate::{
     cmd::{self, IdNs, NsList},
     ctrl::{Ctrl, CtrlInfo, CtrlState},
+    ioctl::Passthru,
     queue::{queue_order, SubmitError, MAX_SEGMENTS},
     RustNvmeMq,
 };
@@ -36,6 +37,8 @@ const MAX_ZERO_BLOCKS: u32 = 1 << 16;
 /// One namespace: the queue data of its disk.
 pub(crate) struct Namespace {
     ctrl: Arc<Ctrl>,
+    /// For the passthrough ioctls on the disk.
+    passthru: Arc<Passthru>,
     pub(crate) nsid: u32,
     /// Logical block size, as a shift.
     pub(crate) lba_shift: u32,
@@ -95,6 +98,10 @@ impl Operations for NvmeOps {
     /// First the command's completion queue is reaped: a command that completed while the
     /// queue's interrupt vector was shut down (its CPUs went offline) raised no interrupt and
     /// is found there.
+    fn ioctl(ns: ArcBorrow<'_, Namespace>, _write: bool, cmd: u32, arg: usize) -> Result<i32> {
+        ns.passthru.ns_ioctl(ns.nsid, cmd, arg)
+    }
+
     fn timeout(ns: ArcBorrow<'_, Namespace>, rq: &Request<Self>) -> TimeoutReturn {
         let ctrl = &ns.ctrl;
         if ctrl.state() == CtrlState::Resetting {
@@ -217,6 +224,7 @@ fn add_disk(
     tagset: &Arc<TagSet<NvmeOps>>,
     limits: &DiskLimits<'_>,
     f: &NsFormat,
+    passthru: &Arc<Passthru>,
 ) -> Result<GenDisk<NvmeOps>> {
     let info = limits.info;
     let block = 1u32 << f.lba_shift;
@@ -246,6 +254,7 @@ fn add_disk(
     let ns = Arc::new(
         Namespace {
             ctrl: ctrl.clone(),
+            passthru: passthru.clone(),
             nsid,
             lba_shift,
         },
@@ -277,6 +286,7 @@ pub(crate) fn add_disks(
     ctrl: &Arc<Ctrl>,
     dev: &Device<Bound>,
     limits: &DiskLimits<'_>,
+    passthru: &Arc<Passthru>,
 ) -> Result<KVec<GenDisk<NvmeOps>>> {
     let tagset = tag_set(ctrl)?;
     let list = ctrl
@@ -292,7 +302,7 @@ pub(crate) fn add_disks(
         let Some(format) = identify_ns(ctrl, dev, nsid)? else {
             continue;
         };
-        let disk = add_disk(ctrl, dev, &tagset, limits, &format)?;
+        let disk = add_disk(ctrl, dev, &tagset, limits, &format, passthru)?;
         announce(dev, ctrl, limits.info, &format);
         disks.push(disk, GFP_KERNEL)?;
     }

@@ -93,6 +93,7 @@ mkdir -p "$GUEST_DIR/bin"
 cp -r "$TOP"/tests/guest/. "$GUEST_DIR"/
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nowait_read" "$TOP/tests/tools/nowait_read.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/odd_dio" "$TOP/tests/tools/odd_dio.c"
+gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nvme_passthru" "$TOP/tests/tools/nvme_passthru.c"
 
 cat >"$OUT/env" <<ENV
 KBUILD=$KBUILD

@@ -125,6 +125,7 @@ boot persist_check -- 'bash /tests/suite-persist.sh check'
 boot ndctl --labelled -- 'bash /tests/suite-ndctl.sh'
 boot nvme --smp 4 -- 'bash /tests/suite-nvme.sh'
 boot nvme_reset --smp 4 -- 'bash /tests/suite-nvme-reset.sh'
+boot nvme_cli --smp 2 -- 'bash /tests/suite-nvme-cli.sh'
 boot nvme_latency --smp 4 --nvme-null 100000000 -- 'bash /tests/suite-nvme-latency.sh'
 boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-builtin.sh'
 

@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! NVMe passthrough ioctls (`include/uapi/linux/nvme_ioctl.h`) of the controller character
+//! device, with the checks and results of the C driver (`drivers/nvme/host/ioctl.c`).
+//!
+//! Admin commands run on the driver's admin queue. Their data goes through a bounce buffer
+//! allocated at probe (DMA coherent, described by PRP1/PRP2 or a PRP list): zeroed before
+//! every command, so what the controller did not write comes back as zeroes.
+
+use crate::{
+    cmd::{self, Sqe},
+    ctrl::{Ctrl, CtrlState},
+};
+use kernel::{
+    cred::{capable, Capability},
+    device::{Bound, Device},
+    dma::Coherent,
+    io::{io_project, Io},
+    ioctl::{_IO, _IOWR},
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{new_mutex, Arc, Mutex},
+    uaccess::{UserPtr, UserSlice},
+};
+
+/// `struct nvme_passthru_cmd` (`NVME_IOCTL_ADMIN_CMD`, `NVME_IOCTL_IO_CMD`).
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes)]
+struct PassthruCmd {
+    opcode: u8,
+    flags: u8,
+    rsvd1: u16,
+    nsid: u32,
+    cdw2: u32,
+    cdw3: u32,
+    metadata: u64,
+    addr: u64,
+    metadata_len: u32,
+    data_len: u32,
+    cdw10_15: [u32; 6],
+    timeout_ms: u32,
+    result: u32,
+}
+
+/// `struct nvme_passthru_cmd64` (`NVME_IOCTL_ADMIN64_CMD`): the same with a 64-bit result.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes)]
+struct PassthruCmd64 {
+    cmd: [u8; size_of::<PassthruCmd>() - 4],
+    rsvd2: u32,
+    result: u64,
+}
+
+const IOCTL_TYPE: u32 = b'N' as u32;
+const NVME_IOCTL_ID: u32 = _IO(IOCTL_TYPE, 0x40);
+const NVME_IOCTL_ADMIN_CMD: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x41);
+const NVME_IOCTL_RESET: u32 = _IO(IOCTL_TYPE, 0x44);
+const NVME_IOCTL_ADMIN64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x47);
+
+/// Largest data transfer of a passthrough command.
+pub(crate) const MAX_DATA: usize = 256 * 1024;
+const MAX_PAGES: usize = MAX_DATA / PAGE_SIZE;
+const ZEROES: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+
+// Admin opcodes that touch what the driver manages itself (its I/O queues).
+const ADMIN_DELETE_SQ: u8 = 0x00;
+const ADMIN_DELETE_CQ: u8 = 0x04;
+// Features the driver or the kernel manages (refused like the C driver does).
+const FEAT_APST: u32 = 0x0c;
+const FEAT_HOST_MEM_BUF: u32 = 0x0d;
+const FEAT_KATO: u32 = 0x0f;
+const FEAT_HOST_BEHAVIOR: u32 = 0x16;
+// Identify CNS values an unprivileged caller may ask for (what the C driver allows).
+const CNS_CS_NS: u32 = 0x05;
+const CNS_CS_CTRL: u32 = 0x06;
+const CNS_NS_CS_INDEP: u32 = 0x08;
+/// Opcodes from here on are vendor specific.
+const VENDOR_START: u8 = 0xc0;
+
+/// The data buffer of passthrough commands and its PRP list.
+struct Bounce {
+    data: Coherent<[u8]>,
+    prp_list: Coherent<[u8]>,
+}
+
+impl Bounce {
+    fn new(dev: &Device<Bound>) -> Result<Self> {
+        let data = Coherent::<u8>::zeroed_slice(dev, MAX_DATA, GFP_KERNEL)?;
+        let prp_list = Coherent::<u8>::zeroed_slice(dev, PAGE_SIZE, GFP_KERNEL)?;
+        // Entry i of the list: page i + 1 of the buffer (page 0 is PRP1).
+        for i in 0..MAX_PAGES - 1 {
+            let addr = data.dma_address() + ((i + 1) * PAGE_SIZE) as u64;
+            cmd::entry::<u64>(&prp_list, i)?.copy_write(addr.to_le());
+        }
+        Ok(Self { data, prp_list })
+    }
+
+    /// Zero the first `len` bytes (rounded up to pages): what the controller transfers for a
+    /// command of that length.
+    fn zero(&self, len: usize) -> Result {
+        for start in (0..len).step_by(PAGE_SIZE) {
+            io_project!(&self.data, [try: start..start + PAGE_SIZE]).copy_from_slice(&ZEROES);
+        }
+        Ok(())
+    }
+
+    /// PRP1 and PRP2 for a transfer of `len` bytes.
+    fn prps(&self, len: usize) -> (u64, u64) {
+        let base = self.data.dma_address();
+        match len.div_ceil(PAGE_SIZE) {
+            0 => (0, 0),
+            1 => (base, 0),
+            2 => (base, base + PAGE_SIZE as u64),
+            _ => (base, self.prp_list.dma_address()),
+        }
+    }
+}
+
+/// The identity of a controller (Identify Controller), for sysfs.
+pub(crate) struct CtrlIdentity {
+    pub(crate) model: [u8; 40],
+    pub(crate) serial: [u8; 20],
+    pub(crate) firmware_rev: [u8; 8],
+}
+
+/// What the character device of a controller works on.
+#[pin_data]
+pub(crate) struct Passthru {
+    pub(crate) ctrl: Arc<Ctrl>,
+    pub(crate) identity: CtrlIdentity,
+    #[pin]
+    bounce: Mutex<Bounce>,
+}
+
+impl Passthru {
+    pub(crate) fn new(
+        ctrl: Arc<Ctrl>,
+        identity: CtrlIdentity,
+        dev: &Device<Bound>,
+    ) -> Result<Arc<Self>> {
+        let bounce = Bounce::new(dev)?;
+        Arc::pin_init(
+            pin_init!(Self {
+                ctrl,
+                identity,
+                bounce <- new_mutex!(bounce),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// An ioctl on the character device.
+    pub(crate) fn ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
+        match cmd {
+            NVME_IOCTL_ADMIN_CMD => self.admin_cmd(arg, false),
+            NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(arg, true),
+            NVME_IOCTL_RESET => self.reset(),
+            // Like the C driver's controller device: NVME_IOCTL_ID is a namespace ioctl.
+            // NVME_IOCTL_IO_CMD, SUBSYS_RESET and RESCAN are not implemented.
+            NVME_IOCTL_ID => Err(ENOTTY),
+            _ => Err(ENOTTY),
+        }
+    }
+
+    /// An ioctl on the block device of namespace `nsid`: its id, and the controller's ioctls
+    /// (as the C driver's namespace devices do).
+    pub(crate) fn ns_ioctl(&self, nsid: u32, cmd: u32, arg: usize) -> Result<i32> {
+        match cmd {
+            NVME_IOCTL_ID => Ok(i32::try_from(nsid)?),
+            _ => self.ioctl(cmd, arg),
+        }
+    }
+
+    fn reset(&self) -> Result<i32> {
+        if !capable(Capability::SYS_ADMIN) {
+            return Err(EACCES);
+        }
+        if self.ctrl.regs.csts().is_none() {
+            // The controller is gone (unbound): a file opened before stays, uselessly.
+            return Err(ENODEV);
+        }
+        pr_warn!("rnvme{}: resetting controller\n", self.ctrl.index);
+        self.ctrl.reset();
+        match self.ctrl.state() {
+            CtrlState::Live => Ok(0),
+            _ => Err(EIO),
+        }
+    }
+
+    /// `NVME_IOCTL_ADMIN_CMD` (`wide`: `NVME_IOCTL_ADMIN64_CMD`): run the command on the
+    /// admin queue; returns the NVMe status (0 on success, positive: the controller's status
+    /// field) and writes dword 0 of the completion back to `result`.
+    fn admin_cmd(&self, arg: usize, wide: bool) -> Result<i32> {
+        let size = if wide {
+            size_of::<PassthruCmd64>()
+        } else {
+            size_of::<PassthruCmd>()
+        };
+        let mut raw = [0u8; size_of::<PassthruCmd64>()];
+        UserSlice::new(UserPtr::from_addr(arg), size)
+            .reader()
+            .read_slice(&mut raw[..size])?;
+        // The two layouts agree up to `timeout_ms`; `result` is read from neither.
+        let c =
+            PassthruCmd::read_from_bytes(&raw[..size_of::<PassthruCmd>()]).map_err(|_| EINVAL)?;
+        let sqe = check_admin(&c)?;
+        let len = usize::try_from(c.data_len)?;
+        let (status, result) = self.run_with_data(sqe, c.opcode & 1 != 0, c.addr, len)?;
+        let (offset, bytes): (usize, &[u8]) = if wide {
+            (
+                core::mem::offset_of!(PassthruCmd64, result),
+                &u64::from(result).to_ne_bytes(),
+            )
+        } else {
+            (
+                core::mem::offset_of!(PassthruCmd, result),
+                &result.to_ne_bytes(),
+            )
+        };
+        UserSlice::new(
+            UserPtr::from_addr(arg).wrapping_byte_add(offset),
+            bytes.len(),
+        )
+        .writer()
+        .write_slice(bytes)?;
+        Ok(status.into())
+    }
+
+    /// Run `sqe` with `len` bytes of data at user address `addr`: to the controller if
+    /// `to_ctrl` (bit 0 of the opcode, as `nvme_is_write()`), else from it.
+    fn run_with_data(&self, sqe: Sqe, to_ctrl: bool, addr: u64, len: usize) -> Result<(u16, u32)> {
+        if len > MAX_DATA {
+            return Err(EINVAL);
+        }
+        let user = UserSlice::new(UserPtr::from_addr(usize::try_from(addr)?), len);
+        let (reader, mut writer) = user.reader_writer();
+        let bounce = self.bounce.lock();
+        bounce.zero(len)?;
+        if to_ctrl && len > 0 {
+            let mut data = KVec::new();
+            reader.read_all(&mut data, GFP_KERNEL)?;
+            io_project!(&bounce.data, [try: 0..len]).copy_from_slice(&data);
+        }
+        let (prp1, prp2) = bounce.prps(len);
+        let (status, result) = {
+            let mut admin = self.ctrl.admin();
+            if self.ctrl.state() != CtrlState::Live || self.ctrl.regs.csts().is_none() {
+                return Err(ENODEV);
+            }
+            admin.run_status(&self.ctrl.regs, sqe.prps(prp1, prp2))?
+        };
+        if !to_ctrl && len > 0 {
+            writer.write_dma(&bounce.data, 0, len)?;
+        }
+        Ok((status, result))
+    }
+}
+
+/// Check a passthrough admin command as the C driver does, and build it.
+fn check_admin(c: &PassthruCmd) -> Result<Sqe> {
+    if c.flags != 0 || c.metadata_len != 0 || c.metadata != 0 {
+        return Err(EINVAL);
+    }
+    if matches!(
+        c.opcode,
+        ADMIN_DELETE_SQ | cmd::ADMIN_CREATE_SQ | ADMIN_DELETE_CQ | cmd::ADMIN_CREATE_CQ
+    ) {
+        // The driver owns the I/O queues: creating or deleting one behind its back would
+        // break it.
+        return Err(EACCES);
+    }
+    if !admin_allowed(c) {
+        return Err(EACCES);
+    }
+    Ok(Sqe::new(c.opcode, c.nsid).dwords(c.cdw2, c.cdw3, c.cdw10_15))
+}
+
+/// `nvme_cmd_allowed()` for admin commands: some Identify commands for everybody, some
+/// features for nobody, the rest for CAP_SYS_ADMIN.
+fn admin_allowed(c: &PassthruCmd) -> bool {
+    let cdw10 = c.cdw10_15[0];
+    if c.opcode < VENDOR_START {
+        match c.opcode {
+            cmd::ADMIN_IDENTIFY => {
+                if matches!(
+                    cdw10 & 0xff,
+                    cmd::CNS_NAMESPACE
+                        | cmd::CNS_CONTROLLER
+                        | CNS_CS_NS
+                        | CNS_CS_CTRL
+                        | CNS_NS_CS_INDEP
+                ) {
+                    return true;
+                }
+            }
+            cmd::ADMIN_SET_FEATURES => {
+                if matches!(
+                    cdw10 & 0xff,
+                    cmd::FEAT_NUM_QUEUES
+                        | FEAT_APST
+                        | FEAT_HOST_MEM_BUF
+                        | FEAT_KATO
+                        | FEAT_HOST_BEHAVIOR
+                ) {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    capable(Capability::SYS_ADMIN)
+}

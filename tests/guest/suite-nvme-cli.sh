@@ -1,0 +1,273 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# nvme-cli on rust_nvme_mq's controller character device /dev/rnvme0, compared with the C nvme
+# driver's /dev/nvme0 on the same QEMU controller (serial rblk0001). Boot with --smp 2.
+# The C driver's answers are taken first (C_DIR), then every test loads rust_nvme_mq itself
+# and leaves it unloaded. Each test runs with `set -euo pipefail` (lib.sh's `t`); the suite
+# itself does not stop at a failed test.
+if [[ ${1:-} == --help ]]; then
+    echo "usage: bash /tests/suite-nvme-cli.sh   (in the guest, as root)"
+    exit 0
+fi
+. /tests/lib.sh
+. /tests/nvme-lib.sh
+
+CDEV=/dev/rnvme0
+C_DIR=/tmp/c-nvme
+R_DIR=/tmp/r-nvme
+
+# collect DIR CTRLDEV NSDEV: what nvme-cli and nvme_passthru say about the controller and
+# its namespace 1.
+collect() {
+    local dir=$1 dev=$2 ns=$3
+    mkdir -p "$dir"
+    nvme id-ns "$ns" -o json >"$dir/id-ns.json"
+    nvme id-ns "$ns" >"$dir/id-ns.txt"
+    nvme get-ns-id "$ns" >"$dir/ns-id.txt"
+    nvme id-ctrl "$dev" -o json >"$dir/id-ctrl.json"
+    nvme id-ctrl "$dev" >"$dir/id-ctrl.txt"
+    nvme smart-log "$dev" -o json >"$dir/smart-log.json"
+    nvme get-feature "$dev" -f 7 >"$dir/feature7.txt"
+    "$TOOLS/nvme_passthru" "$dev" >"$dir/passthru.txt"
+    local class=/sys/class/nvme/${dev#/dev/} a
+    [[ -d $class ]] || class=/sys/class/misc/${dev#/dev/}
+    for a in model serial firmware_rev; do
+        cat "$class/$a" >"$dir/sysfs-$a"
+    done
+}
+
+# json_num FILE KEY: the number of KEY in nvme-cli's JSON output (one key per line).
+json_num() { sed -n "s/^[[:space:]]*\"$2\"[[:space:]]*:[[:space:]]*\"\{0,1\}\([0-9]*\).*/\1/p" "$1" | head -n1; }
+
+test_c_reference() {
+    modprobe nvme
+    wait_dev /dev/nvme0n1
+    [[ -c /dev/nvme0 ]] || fail "no /dev/nvme0 from the C driver"
+    collect "$C_DIR" /dev/nvme0 /dev/nvme0n1
+    stat -c '%a %u' /dev/nvme0 >"$C_DIR.mode"
+    cat "$C_DIR/feature7.txt" "$C_DIR/passthru.txt"
+    unload_module nvme
+    unload_module nvme_core 2>/dev/null || true
+    [[ -s $C_DIR/id-ctrl.json ]] || fail "no id-ctrl from the C driver"
+}
+
+test_chardev_node() {
+    load_nvme
+    [[ -c $CDEV ]] || fail "$CDEV is not a character device"
+    ls -l "$CDEV"
+    expect_eq "mode and owner like /dev/nvme0" "$(stat -c '%a %u' $CDEV)" "$(cat "$C_DIR.mode")"
+    expect_eq "mode" "$(stat -c '%a %u' $CDEV)" "600 0"
+    local bdf
+    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    expect_eq "sysfs parent of rnvme0" "$(basename "$(readlink -f /sys/class/misc/rnvme0/device)")" "$bdf"
+    # An open character device pins the module, as an open disk does.
+    exec 7<>$CDEV
+    if rmmod rust_nvme_mq 2>/dev/null; then fail "rmmod worked with $CDEV open"; fi
+    exec 7>&-
+    collect "$R_DIR" "$CDEV" "$DEV"
+    unload_nvme
+    wait_gone "$CDEV"
+}
+
+test_id_ctrl_equal() {
+    [[ -s $R_DIR/id-ctrl.txt && -s $C_DIR/id-ctrl.txt ]] || fail "missing id-ctrl output"
+    grep -E "^(vid|sn|mn|fr|mdts|oacs|oncs|vwc|nn|sqes|cqes) " "$R_DIR/id-ctrl.txt"
+    local fields
+    fields=$(grep -c ' : ' "$R_DIR/id-ctrl.txt")
+    [[ $fields -gt 60 ]] || fail "only $fields fields in nvme id-ctrl on $CDEV"
+    diff "$C_DIR/id-ctrl.txt" "$R_DIR/id-ctrl.txt" || fail "nvme id-ctrl fields differ (above: < C, > Rust)"
+    cmp "$C_DIR/id-ctrl.json" "$R_DIR/id-ctrl.json" || fail "nvme id-ctrl -o json differs"
+    echo "$fields fields equal"
+}
+
+test_id_ns_equal() {
+    [[ -s $R_DIR/id-ns.txt && -s $C_DIR/id-ns.txt ]] || fail "missing id-ns output"
+    grep -E "^(nsze|ncap|nuse|flbas|nlbaf|lbaf  0) " "$R_DIR/id-ns.txt"
+    local fields
+    fields=$(grep -c ' : ' "$R_DIR/id-ns.txt")
+    [[ $fields -gt 20 ]] || fail "only $fields fields in nvme id-ns on $DEV"
+    diff "$C_DIR/id-ns.txt" "$R_DIR/id-ns.txt" || fail "nvme id-ns fields differ (above: < C, > Rust)"
+    cmp "$C_DIR/id-ns.json" "$R_DIR/id-ns.json" || fail "nvme id-ns -o json differs"
+    echo "$fields fields equal"
+    cat "$R_DIR/ns-id.txt"
+    grep -q "namespace-id:1$" "$R_DIR/ns-id.txt" || fail "get-ns-id on $DEV: $(cat "$R_DIR/ns-id.txt")"
+    expect_eq "get-ns-id like the C driver" "$(sed 's/^r//' "$R_DIR/ns-id.txt")" "$(cat "$C_DIR/ns-id.txt")"
+}
+
+test_disk_admin_passthru() {
+    # The controller's ioctls on the namespace's block device too (as the C driver's).
+    load_nvme
+    "$TOOLS/nvme_passthru" $DEV >/tmp/disk-passthru.txt
+    cat /tmp/disk-passthru.txt
+    local k
+    for k in identify_ctrl identify_8k identify_len_1001 identify_bad_addr admin_cmd_bad_arg \
+        flags_set opcode_reserved get_features_7 get_features_7_64 set_features_7 unknown_ioctl; do
+        expect_eq "$k on the disk" "$(line /tmp/disk-passthru.txt $k)" "$(line $R_DIR/passthru.txt $k)"
+    done
+    expect_eq "NVME_IOCTL_ID on the disk" "$(line /tmp/disk-passthru.txt ioctl_id)" "ioctl_id rc=1 errno=0"
+    nvme smart-log $DEV -o json | grep -q '"temperature"' || fail "smart-log on $DEV"
+    unload_nvme
+}
+
+test_disk_open_across_unbind() {
+    # A block device open when the controller goes: the namespace id still answers, the
+    # commands fail, and the last close frees what the disk held.
+    load_nvme
+    local bdf out
+    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    out=$("$TOOLS/nvme_passthru" --unbind $DEV /sys/bus/pci/drivers/rust_nvme_mq/unbind "$bdf")
+    echo "$out"
+    expect_eq "id" "$(grep ^ioctl_id <<<"$out")" "ioctl_id_after_unbind rc=1 errno=0"
+    expect_eq "identify" "$(grep ^identify <<<"$out")" "identify_after_unbind rc=-1 errno=ENODEV"
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/bind
+    wait_dev $DEV
+    nvme id-ns $DEV | grep -q "^nsze" || fail "id-ns after rebind"
+    unload_nvme
+}
+
+test_sysfs_identity() {
+    local a
+    for a in model serial firmware_rev; do
+        echo "$a: '$(cat "$R_DIR/sysfs-$a")'"
+        [[ -s $R_DIR/sysfs-$a ]] || fail "no $a in sysfs"
+        cmp "$C_DIR/sysfs-$a" "$R_DIR/sysfs-$a" || fail "$a differs: C '$(cat "$C_DIR/sysfs-$a")'"
+    done
+    grep -q "^rblk0001 *$" "$R_DIR/sysfs-serial" || fail "serial"
+}
+
+test_smart_log() {
+    local k c r
+    cat "$R_DIR/smart-log.json"
+    for k in critical_warning temperature avail_spare spare_thresh percent_used \
+        endurance_grp_critical_warning_summary media_errors num_err_log_entries; do
+        c=$(json_num "$C_DIR/smart-log.json" "$k")
+        r=$(json_num "$R_DIR/smart-log.json" "$k")
+        [[ -n $r ]] || fail "no $k in the smart log from $CDEV"
+        expect_eq "smart-log $k" "$r" "$c"
+    done
+    # Counters only grow between the C driver's and ours on the same controller.
+    for k in data_units_read data_units_written host_read_commands host_write_commands \
+        power_cycles power_on_hours; do
+        c=$(json_num "$C_DIR/smart-log.json" "$k")
+        r=$(json_num "$R_DIR/smart-log.json" "$k")
+        [[ -n $r && -n $c ]] || fail "no $k in a smart log"
+        [[ $r -ge $c ]] || fail "smart-log $k went back: C $c, Rust $r"
+    done
+    r=$(json_num "$R_DIR/smart-log.json" host_read_commands)
+    c=$(json_num "$C_DIR/smart-log.json" host_read_commands)
+    [[ $r -gt $c ]] || fail "host_read_commands did not count our probe's reads: C $c, Rust $r"
+}
+
+test_get_feature() {
+    cat "$R_DIR/feature7.txt"
+    grep -q "Current value:0x" "$R_DIR/feature7.txt" || fail "no value from get-feature -f 7"
+    diff "$C_DIR/feature7.txt" "$R_DIR/feature7.txt" || fail "get-feature -f 7 differs"
+}
+
+# line FILE CASE: the output line of nvme_passthru case CASE.
+line() { grep "^$2 " "$1" || echo "$2 missing"; }
+
+test_bad_input() {
+    cat "$R_DIR/passthru.txt"
+    local f=$R_DIR/passthru.txt
+    expect_eq identify "$(line $f identify_ctrl)" "identify_ctrl rc=0 errno=0"
+    # More data than the controller writes: zeroes after its 4 KiB, nothing written beyond.
+    expect_eq "no leak" "$(line $f identify_8k)" "identify_8k rc=0 errno=0 same=1 tail_nonzero=0"
+    expect_eq "bounds" "$(line $f identify_8k_bounds)" "identify_8k_bounds rc=0 errno=0 untouched_after=1"
+    expect_eq "odd length" "$(line $f identify_len_1001)" "identify_len_1001 rc=0 errno=0 same=1 untouched_after=1"
+    expect_eq "1 GiB" "$(line $f identify_len_1g)" "identify_len_1g rc=-1 errno=EINVAL"
+    expect_eq "4 GiB - 1" "$(line $f identify_len_4g)" "identify_len_4g rc=-1 errno=EINVAL"
+    expect_eq "bad data address" "$(line $f identify_bad_addr)" "identify_bad_addr rc=-1 errno=EFAULT"
+    expect_eq "bad command address" "$(line $f admin_cmd_bad_arg)" "admin_cmd_bad_arg rc=-1 errno=EFAULT"
+    expect_eq "bad command64 address" "$(line $f admin64_cmd_bad_arg)" "admin64_cmd_bad_arg rc=-1 errno=EFAULT"
+    expect_eq "flags" "$(line $f flags_set)" "flags_set rc=-1 errno=EINVAL"
+    # Unknown opcodes: the controller's status (Invalid Command Opcode) as a positive result.
+    expect_eq "reserved opcode" "$(line $f opcode_reserved)" "opcode_reserved rc=1 errno=0 sc=0x1"
+    expect_eq "vendor opcode" "$(line $f opcode_vendor)" "opcode_vendor rc=1 errno=0 sc=0x1"
+    expect_eq "set features 7" "$(line $f set_features_7)" "set_features_7 rc=-1 errno=EACCES"
+    expect_eq "write data from a bad address" "$(line $f set_features_bad_addr)" "set_features_bad_addr rc=-1 errno=EFAULT"
+    expect_eq "NVME_IOCTL_ID on the controller" "$(line $f ioctl_id)" "ioctl_id rc=-1 errno=ENOTTY"
+    expect_eq "unknown ioctl" "$(line $f unknown_ioctl)" "unknown_ioctl rc=-1 errno=ENOTTY"
+    expect_eq "unprivileged identify" "$(line $f unpriv_identify_ctrl)" "unpriv_identify_ctrl rc=0 errno=0 same=1"
+    expect_eq "unprivileged log page" "$(line $f unpriv_smart_log)" "unpriv_smart_log rc=-1 errno=EACCES"
+    expect_eq "unprivileged reset" "$(line $f unpriv_reset)" "unpriv_reset rc=-1 errno=EACCES"
+    expect_eq "unprivileged open" "$(line $f unpriv_open)" "unpriv_open rc=-1 errno=EACCES"
+    grep -q "^get_features_7 rc=0 errno=0 result=0x" $f || fail "get features 7: $(line $f get_features_7)"
+    expect_eq "64-bit result" "$(line $f get_features_7_64 | sed 's/result=0x0*/result=/; s/_64//')" \
+        "$(line $f get_features_7 | sed 's/result=0x0*/result=/')"
+}
+
+test_bad_input_like_c() {
+    # The same cases on the C driver: every line agrees except where the C driver maps the
+    # user buffer directly (it leaves bytes the controller did not write as they were), and
+    # a length beyond the largest transfer, which we refuse (EINVAL) before touching the user
+    # buffer while the C driver tries to map it (EFAULT with this small buffer).
+    diff "$C_DIR/passthru.txt" "$R_DIR/passthru.txt" || true
+    local k
+    for k in identify_ctrl identify_bad_addr admin_cmd_bad_arg \
+        admin64_cmd_bad_arg flags_set opcode_reserved opcode_vendor get_features_7 \
+        get_features_7_64 set_features_7 set_features_bad_addr ioctl_id unknown_ioctl \
+        unpriv_identify_ctrl unpriv_smart_log unpriv_reset unpriv_open; do
+        expect_eq "$k like the C driver" "$(line $R_DIR/passthru.txt $k)" "$(line $C_DIR/passthru.txt $k)"
+    done
+}
+
+test_reset_then_io() {
+    dmesg -c >/dev/null
+    load_nvme
+    dd if=/dev/urandom of=/tmp/pattern bs=1M count=4 status=none
+    dd if=/tmp/pattern of=$DEV bs=1M oflag=direct status=none
+    nvme reset $CDEV || fail "nvme reset $CDEV failed"
+    dmesg | grep -E "rnvme0: (resetting controller|controller reset)"
+    dmesg | grep -q "rnvme0: controller reset done" || fail "no reset done message"
+    cmp <(dd if=$DEV bs=1M count=4 iflag=direct status=none) /tmp/pattern || fail "data changed across the reset"
+    dd if=/tmp/pattern of=$DEV bs=1M seek=8 oflag=direct status=none
+    cmp <(dd if=$DEV bs=1M skip=8 count=4 iflag=direct status=none) /tmp/pattern || fail "I/O after the reset"
+    nvme id-ctrl $CDEV | grep -E "^sn " | grep -q rblk0001 || fail "admin commands after the reset"
+    # A reset during I/O: the I/O completes.
+    fio --name=r --filename=$DEV --direct=1 --rw=randrw --bs=4k --iodepth=8 --ioengine=libaio \
+        --size=32M --time_based --runtime=4 --verify=crc32c --output=/tmp/fio.out &
+    local pid=$!
+    sleep 1
+    nvme reset $CDEV || fail "nvme reset during I/O failed"
+    wait $pid || { cat /tmp/fio.out; fail "fio failed across the reset"; }
+    grep -E "err=|IOPS" /tmp/fio.out | head -3
+    unload_nvme
+}
+
+test_open_across_unbind() {
+    # A file open on the character device when the controller goes: its ioctls fail, nothing
+    # else happens; closing it later frees what it held.
+    load_nvme
+    local bdf out
+    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    out=$("$TOOLS/nvme_passthru" --unbind $CDEV /sys/bus/pci/drivers/rust_nvme_mq/unbind "$bdf")
+    echo "$out"
+    [[ ! -e $CDEV ]] || fail "$CDEV still there after unbind"
+    expect_eq "identify on the unbound controller" "$(grep ^identify <<<"$out")" \
+        "identify_after_unbind rc=-1 errno=ENODEV"
+    expect_eq "reset on the unbound controller" "$(grep ^reset <<<"$out")" \
+        "reset_after_unbind rc=-1 errno=ENODEV"
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/bind
+    wait_dev $DEV
+    [[ -c $CDEV ]] || fail "$CDEV not back after bind"
+    nvme id-ctrl $CDEV | grep -q rblk0001 || fail "id-ctrl after rebind"
+    unload_nvme
+}
+
+test_no_kernel_warnings() { kernel_clean; }
+
+t nvme_cli_c_reference test_c_reference
+t nvme_cli_chardev_node test_chardev_node
+t nvme_cli_id_ctrl_equal test_id_ctrl_equal
+t nvme_cli_id_ns_equal test_id_ns_equal
+t nvme_cli_disk_admin_passthru test_disk_admin_passthru
+t nvme_cli_disk_open_across_unbind test_disk_open_across_unbind
+t nvme_cli_sysfs_identity test_sysfs_identity
+t nvme_cli_smart_log test_smart_log
+t nvme_cli_get_feature_7 test_get_feature
+t nvme_cli_bad_input test_bad_input
+t nvme_cli_bad_input_like_c test_bad_input_like_c
+t nvme_cli_reset_then_io test_reset_then_io
+t nvme_cli_open_across_unbind test_open_across_unbind
+t nvme_cli_kernel_clean test_no_kernel_warnings
