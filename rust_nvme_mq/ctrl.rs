@@ -364,6 +364,13 @@ impl Ctrl {
         let _ = workqueue::system_unbound().enqueue(self.clone());
     }
 
+    /// Reset the controller now and wait for the reset to finish (`NVME_IOCTL_RESET`, like
+    /// the C driver's `nvme_reset_ctrl_sync()`); a reset already running is waited for.
+    pub(crate) fn reset_sync(self: &Arc<Self>) {
+        self.schedule_reset();
+        self.reset_work.flush();
+    }
+
     /// Instead of a reset while the controller is being removed: disable it and requeue what
     /// it held, which then fails (the state is `Dead`), so that the removal of the disks does
     /// not wait for a command the controller lost. Nothing to do if a reset runs (it requeues)

@@ -180,7 +180,7 @@ impl Passthru {
             return Err(ENODEV);
         }
         pr_warn!("rnvme{}: resetting controller\n", self.ctrl.index);
-        self.ctrl.reset();
+        self.ctrl.reset_sync();
         match self.ctrl.state() {
             CtrlState::Live => Ok(0),
             _ => Err(EIO),
