@@ -92,6 +92,7 @@ rm -rf "$GUEST_DIR"
 mkdir -p "$GUEST_DIR/bin"
 cp -r "$TOP"/tests/guest/. "$GUEST_DIR"/
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nowait_read" "$TOP/tests/tools/nowait_read.c"
+gcc -static -O2 -Wall -o "$GUEST_DIR/bin/dax_file" "$TOP/tests/tools/dax_file.c"
 
 cat >"$OUT/env" <<ENV
 KBUILD=$KBUILD
