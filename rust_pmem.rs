@@ -17,6 +17,12 @@
 //! without allocating, locking or sleeping, so the queue can honour `REQ_NOWAIT`; the `nowait`
 //! parameter decides whether the queue advertises `BLK_FEAT_NOWAIT` (off by default, like the
 //! C patch this follows).
+//!
+//! DAX: a namespace in fsdax mode (`ndctl create-namespace -m fsdax`) is a pfn device whose
+//! info block reserves room for the memory's `struct page`s. The driver binds that pfn device,
+//! maps the data part with pages and gives the disk a DAX device, so that `mount -o dax` maps
+//! file pages straight onto the persistent memory. Its block I/O path is the same as for raw
+//! namespaces, on the data part.
 
 use kernel::{
     block::{
@@ -26,9 +32,10 @@ use kernel::{
             Command, Operations, Request, TagSet,
         },
     },
-    device, driver,
+    dax, device, driver,
     io::pmem::Mapping,
     nvdimm,
+    page::PAGE_SIZE,
     prelude::*,
     str::CString,
     sync::{aref::ARef, Arc},
@@ -88,7 +95,7 @@ impl ByteRange {
 
 /// One persistent memory disk: the mapping its queue reads and writes.
 struct PmemQueue {
-    mem: Mapping,
+    mem: Arc<Mapping>,
     /// Known bad sectors: the region's poison found at probe, and what is written to
     /// /sys/block/<disk>/badblocks.
     bb: Arc<BadBlocks>,
@@ -107,7 +114,7 @@ impl PmemQueue {
                     return Err(EIO);
                 }
                 rq.for_each_segment(|seg| {
-                    seg.copy_from(&self.mem, pos)?;
+                    seg.copy_from(&*self.mem, pos)?;
                     pos += seg.len();
                     Ok(())
                 })
@@ -116,7 +123,7 @@ impl PmemQueue {
                 let mut pos = self.range_of(rq)?.offset;
                 self.clear_bad(rq)?;
                 rq.for_each_segment(|seg| {
-                    seg.copy_to(&self.mem, pos)?;
+                    seg.copy_to(&*self.mem, pos)?;
                     pos += seg.len();
                     Ok(())
                 })?;
@@ -189,6 +196,65 @@ fn sectors_of(rq: &Request<PmemOps>) -> u64 {
     u64::from(rq.bytes()) / SECTOR_SIZE
 }
 
+/// The sectors of `pages` pages from page `pgoff` on.
+fn page_sectors(pgoff: usize, pages: usize) -> (u64, u64) {
+    let per_page = PAGE_SIZE as u64 / SECTOR_SIZE;
+    (pgoff as u64 * per_page, pages as u64 * per_page)
+}
+
+/// Direct access (DAX) to the memory of an fsdax namespace.
+struct PmemDax {
+    mem: Arc<Mapping>,
+    bb: Arc<BadBlocks>,
+}
+
+impl dax::Operations for PmemDax {
+    fn direct_access(&self, pgoff: usize, nr_pages: usize, mode: dax::AccessMode) -> Result<usize> {
+        let nr_pages = nr_pages.max(1);
+        let (sector, sectors) = page_sectors(pgoff, nr_pages);
+        if !self.bb.is_bad(sector, sectors) {
+            return Ok(nr_pages);
+        }
+        match mode {
+            // Like the C driver: known poison is never mapped, ...
+            dax::AccessMode::Access => Err(EHWPOISON),
+            // ... except page by page, for a recovery write over it.
+            dax::AccessMode::RecoveryWrite => Ok(1),
+        }
+    }
+
+    fn zero_page_range(&self, pgoff: usize, nr_pages: usize) -> Result {
+        let (sector, sectors) = page_sectors(pgoff, nr_pages);
+        if self.bb.is_bad(sector, sectors) && !self.bb.clear(sector, sectors) {
+            return Err(EIO);
+        }
+        self.mem.zero(
+            pgoff * PAGE_SIZE,
+            nr_pages.checked_mul(PAGE_SIZE).ok_or(ERANGE)?,
+        )?;
+        self.mem.flush();
+        Ok(())
+    }
+
+    fn recovery_write(&self, offset: usize, len: usize) -> Result {
+        let first = offset as u64 / SECTOR_SIZE;
+        let end = (offset as u64 + len as u64).div_ceil(SECTOR_SIZE);
+        if !self.bb.is_bad(first, end - first) {
+            return Ok(());
+        }
+        // Only whole pages can be recovered, as in the C driver. The media's poison is not
+        // cleared (see `PmemQueue::clear_bad_slow`).
+        if offset % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 {
+            return Err(EIO);
+        }
+        if self.bb.clear(first, end - first) {
+            Ok(())
+        } else {
+            Err(EIO)
+        }
+    }
+}
+
 /// blk-mq operations of the persistent memory disks.
 struct PmemOps;
 
@@ -226,6 +292,22 @@ impl nvdimm::Driver for RustPmemDriver {
     ) -> impl PinInit<PmemDisk, Error> + 'bound {
         create_disk(ns, module_parameters::nowait.value())
     }
+
+    fn probe_fsdax<'bound>(
+        pfn: &'bound nvdimm::Pfn<device::Core<'_>>,
+    ) -> impl PinInit<PmemDisk, Error> + 'bound {
+        create_fsdax_disk(pfn, module_parameters::nowait.value())
+    }
+}
+
+/// Report that `range` is claimed already.
+fn report_busy(dev: &device::Device, range: kernel::io::pmem::Range) {
+    dev_err!(
+        dev,
+        "persistent memory {:#x}+{:#x} is in use by another driver\n",
+        range.start,
+        range.size
+    );
 }
 
 /// Create the disk of `ns`: `rpmem<region>[.<n>]`, the C driver's `pmem<region>[.<n>]` with an
@@ -233,23 +315,57 @@ impl nvdimm::Driver for RustPmemDriver {
 fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result<PmemDisk> {
     let dev: &device::Device<device::Core<'_>> = ns.as_ref();
     let range = ns.range();
-    let c_name = ns.disk_name()?;
-    let name = CString::try_from_fmt(fmt!("r{}", c_name.to_str()?))?;
+    let name = CString::try_from_fmt(fmt!("r{}", ns.disk_name()?.to_str()?))?;
     let mem = Mapping::new(range, CString::try_from(dev.name())?).inspect_err(|e| {
         if *e == EBUSY {
-            dev_err!(
-                dev,
-                "persistent memory {:#x}+{:#x} is in use by another driver\n",
-                range.start,
-                range.size
-            );
+            report_busy(dev, range);
         }
     })?;
+    let bb = Arc::pin_init(BadBlocks::new(), GFP_KERNEL)?;
+    ns.populate_badblocks(&bb);
+    build_disk(dev, name, Arc::new(mem, GFP_KERNEL)?, bb, None, nowait)
+}
+
+/// Create the disk of the fsdax namespace of `pfn`, with a DAX device; named like the disk of
+/// the raw namespace, as the C driver does.
+fn create_fsdax_disk(pfn: &nvdimm::Pfn<device::Core<'_>>, nowait: bool) -> Result<PmemDisk> {
+    let dev: &device::Device<device::Core<'_>> = pfn.as_ref();
+    let range = pfn.namespace_range();
+    let name = CString::try_from_fmt(fmt!("r{}", pfn.disk_name()?.to_str()?))?;
+    let mem = pfn
+        .map_pages(CString::try_from(dev.name())?)
+        .inspect_err(|e| {
+            if *e == EBUSY {
+                report_busy(dev, range);
+            }
+        })?;
+    let mem = Arc::new(mem, GFP_KERNEL)?;
+    let bb = Arc::pin_init(BadBlocks::new(), GFP_KERNEL)?;
+    pfn.populate_badblocks(&bb, &mem);
+    let dax = dax::Device::new(
+        mem.clone(),
+        PmemDax {
+            mem: mem.clone(),
+            bb: bb.clone(),
+        },
+    )?;
+    build_disk(dev, name, mem, bb, Some(dax), nowait)
+}
+
+/// Make the disk `name` for `mem`.
+fn build_disk(
+    dev: &device::Device<device::Core<'_>>,
+    name: CString,
+    mem: Arc<Mapping>,
+    bb: Arc<BadBlocks>,
+    dax: Option<dax::Device>,
+    nowait: bool,
+) -> Result<PmemDisk> {
+    let range = mem.range();
     let capacity_sectors = u64::try_from(mem.size())? / SECTOR_SIZE;
     let nr_hw_queues = kernel::cpu::nr_cpu_ids();
     let tagset = Arc::pin_init(TagSet::new(nr_hw_queues, QUEUE_DEPTH, 1), GFP_KERNEL)?;
-    let bb = Arc::pin_init(BadBlocks::new(), GFP_KERNEL)?;
-    ns.populate_badblocks(&bb);
+    let has_dax = dax.is_some();
     let queue = KBox::new(
         PmemQueue {
             mem,
@@ -258,7 +374,7 @@ fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result
         },
         GFP_KERNEL,
     )?;
-    let disk = GenDiskBuilder::new()
+    let mut builder = GenDiskBuilder::new()
         .parent(dev)
         .badblocks(bb)
         .capacity_sectors(capacity_sectors)
@@ -274,16 +390,21 @@ fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result
         .merges(false)
         .max_hw_sectors(u32::MAX)
         .max_discard_sectors(MAX_ZERO_SECTORS)
-        .max_write_zeroes_sectors(MAX_ZERO_SECTORS)
-        .build_owned::<RustPmemModule, _>(fmt!("{}", name.to_str()?), tagset, queue)?;
+        .max_write_zeroes_sectors(MAX_ZERO_SECTORS);
+    if let Some(dax) = dax {
+        builder = builder.dax(dax);
+    }
+    let disk =
+        builder.build_owned::<RustPmemModule, _>(fmt!("{}", name.to_str()?), tagset, queue)?;
     dev_info!(
         dev,
-        "{}: {:#x}+{:#x} ({} MiB), nowait={}\n",
+        "{}: {:#x}+{:#x} ({} MiB), nowait={}, dax={}\n",
         name.to_str()?,
         range.start,
         range.size,
         range.size >> 20,
-        nowait
+        nowait,
+        has_dax
     );
     Ok(PmemDisk { _disk: disk })
 }

@@ -11,7 +11,7 @@ Usage: $0 [--debug] [--help]
 Runs every test: host-side tests of the scripts (--help and bad arguments of each; the
 fresh-machine fetch + configure path against an empty temporary cache), host setup and kernel
 builds (incremental), rustfmt and clippy over the drivers, then guest boots under QEMU (main suite, persistence across a reboot,
-ndctl namespaces on a labelled NVDIMM, NVMe suite, built-in kernel) and, when the debug kernel
+ndctl namespaces on a labelled NVDIMM, DAX on it across a reboot, NVMe suite, built-in kernel) and, when the debug kernel
 is built, the main and NVMe suites
 again on it (lockdep, KASAN, DMA-API debugging, behind an emulated IOMMU) with its kernel log
 checked for any report. Prints one line per test, "PASS <name>" or "FAIL <name>", and ends
@@ -123,6 +123,9 @@ boot persist_write -- 'bash /tests/suite-persist.sh write'
 boot persist_check -- 'bash /tests/suite-persist.sh check'
 # A second NVDIMM with a label area: namespaces made and removed with ndctl.
 boot ndctl --labelled -- 'bash /tests/suite-ndctl.sh'
+# DAX: an fsdax namespace on the labelled NVDIMM, ext4 -o dax=always, mmap data across a reboot.
+boot dax_write --labelled -- 'bash /tests/suite-dax.sh write'
+boot dax_check --labelled -- 'bash /tests/suite-dax.sh check'
 boot nvme --smp 4 -- 'bash /tests/suite-nvme.sh'
 boot nvme_reset --smp 4 -- 'bash /tests/suite-nvme-reset.sh'
 boot nvme_cli --smp 2 -- 'bash /tests/suite-nvme-cli.sh'
