@@ -125,6 +125,7 @@ boot persist_check -- 'bash /tests/suite-persist.sh check'
 boot ndctl --labelled -- 'bash /tests/suite-ndctl.sh'
 boot nvme --smp 4 -- 'bash /tests/suite-nvme.sh'
 boot nvme_latency --smp 4 --nvme-null 100000000 -- 'bash /tests/suite-nvme-latency.sh'
+boot nvme_poll --smp 4 -- 'bash /tests/suite-nvme-poll.sh'
 boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-builtin.sh'
 
 # Kernel log lines that mean a debug facility found a bug (the whole log is on the console:
