@@ -94,7 +94,7 @@ for part in "${PARTS[@]}"; do
         nvme) smp=1; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-1}
             # Without icount one vCPU is just slow; use one per queue as the driver is meant to.
             [[ $MODE == wall ]] && { smp=4; rounds=${ROUNDS:-5}; runtime=${RUNTIME:-8}; } ;;
-        # 2 vCPUs: QEMU's NVMe has 2 queue pairs, one interrupt-driven and one poll queue.
+        # 2 vCPUs: one interrupt-driven queue per CPU plus one poll queue.
         poll) smp=2; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-1}
             [[ $MODE == wall ]] && { rounds=${ROUNDS:-5}; runtime=${RUNTIME:-5}; } ;;
         overflow) smp=4; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-6}; mode=wall

@@ -4,13 +4,14 @@
 # poll_queues=1, and one fio io_uring 4k randread job at iodepth 1 on CPU 0 runs without
 # (poll_irq) and with --hipri (poll_hipri, IOPOLL on the poll queue). Configurations
 # alternate in every round; results go out as chunked "BENCH" lines plus "STAT" and "QUEUES"
-# lines (bench-lib.sh). Boot with 2 vCPUs (QEMU's NVMe then has 2 queue pairs: one
-# interrupt-driven, one poll queue); the host's `make bench` runs it under icount.
+# lines (bench-lib.sh). Boot with 2 vCPUs: the driver then has one interrupt-driven queue per
+# CPU and one poll queue (QEMU's NVMe has 4 queue pairs); the host's `make bench` runs it under
+# icount.
 #
 # Usage: bench-poll.sh [ROUNDS] [RUNTIME_S]
 set -euo pipefail
 case "${1:-}" in
-    -h|--help) sed -n '3,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 source /tests/lib.sh
 source /tests/bench-lib.sh
