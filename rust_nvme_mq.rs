@@ -38,6 +38,19 @@
 //! at most `io_queue_depth - 1` commands (one entry stays empty to tell full from empty), so
 //! neither the submission nor the completion queue can overrun.
 //!
+//! # Poll queues
+//!
+//! With `poll_queues=N`, the last N of the granted queue pairs (asked for on top of the
+//! interrupt-driven ones; at least one of those must remain, or the load fails) are created
+//! with interrupts disabled (IEN=0) and get no vector. The tag set then has a poll map of N
+//! contexts after the per-CPU ones, so the disks support polled I/O (`io_poll` is 1): a polled
+//! request (io_uring IOPOLL, `RWF_HIPRI`) goes to the poll queue of its context and is reaped
+//! by the blk-mq `poll` callback for that context. Overflow among the poll queues follows the
+//! rule above (the callback then reaps the other poll queues too); polled and interrupt-driven
+//! requests never use each other's queues. A reset recreates the poll queues without
+//! interrupts. The `poll` and `polled` columns of the debugfs counters show which queues are
+//! poll queues and how many requests polling ended.
+//!
 //! # CPU hotplug
 //!
 //! The interrupt core shuts a managed vector down when the last CPU of its mask goes offline,
@@ -150,6 +163,11 @@ module! {
             description: "Number of I/O queue pairs (0: one per CPU)",
             perm: 0o444,
         },
+        poll_queues: u32 {
+            default: 0,
+            description: "Number of queue pairs for polled I/O, without interrupts (taken from the controller's queues; at least one stays interrupt-driven)",
+            perm: 0o444,
+        },
         io_timeout: u32 {
             default: 30,
             description: "Timeout of I/O commands in seconds (1..=3600)",
@@ -191,6 +209,7 @@ struct Params {
     depth: u32,
     overflow: bool,
     nr_io_queues: u32,
+    poll_queues: u32,
     io_timeout: Delta,
     admin_timeout: Delta,
 }
@@ -201,6 +220,7 @@ impl Params {
             depth: module_parameters::io_queue_depth.value(),
             overflow: module_parameters::overflow.value(),
             nr_io_queues: module_parameters::nr_io_queues.value(),
+            poll_queues: module_parameters::poll_queues.value(),
             io_timeout: Delta::from_secs(module_parameters::io_timeout.value().into()),
             admin_timeout: Delta::from_secs(module_parameters::admin_timeout.value().into()),
         }
@@ -278,8 +298,8 @@ fn enable_controller(
     })
 }
 
-/// Ask for the I/O queue pairs and allocate those granted (not yet created on the
-/// controller).
+/// Ask for the I/O queue pairs (`poll_queues` on top of the interrupt-driven ones) and
+/// allocate those granted (not yet created on the controller), the poll queues last.
 fn alloc_io_queues(
     pdev: &pci::Device<Core<'_>>,
     regs: &Arc<Regs>,
@@ -291,8 +311,20 @@ fn alloc_io_queues(
         0 => kernel::cpu::nr_cpu_ids(),
         n => n,
     }
+    .saturating_add(params.poll_queues)
     .clamp(1, 65535);
     let nr_queues = admin.queue.set_queue_count(regs, want)? as usize;
+    if params.poll_queues as usize >= nr_queues {
+        dev_err!(
+            pdev,
+            "poll_queues={} needs at least {} I/O queue pairs (one interrupt-driven), the controller grants {}\n",
+            params.poll_queues,
+            params.poll_queues as usize + 1,
+            nr_queues
+        );
+        PARAM_ERROR.store(1, Relaxed);
+        return Err(EINVAL);
+    }
     let mut queues = KVec::with_capacity(nr_queues, GFP_KERNEL)?;
     for i in 0..nr_queues {
         let qid = u16::try_from(i + 1)?;
@@ -340,6 +372,14 @@ fn announce(pdev: &pci::Device<Core<'_>>, regs: &Regs, ctrl: &Ctrl, info: &CtrlI
         info.max_bytes / 1024,
         ctrl.overflow
     );
+    if ctrl.nr_poll > 0 {
+        dev_info!(
+            pdev,
+            "rnvme{}: {} of the I/O queues are poll queues (no interrupts)\n",
+            ctrl.index,
+            ctrl.nr_poll
+        );
+    }
 }
 
 impl NvmeDevice {
@@ -353,11 +393,14 @@ impl NvmeDevice {
         let mut admin = enable_controller(pdev, &regs, params.admin_timeout)?;
         let info = CtrlInfo::identify(&mut admin, &regs, dev)?;
         let (queues, want_queues) = alloc_io_queues(pdev, &regs, &mut admin, &params, depth)?;
-        let irqs = request_irqs(pdev, &queues)?;
-        let map = QueueMap::new(irqs.access(dev)?, queues.len())?;
+        let nr_poll = params.poll_queues as usize;
+        let nr_irq = queues.len() - nr_poll;
+        let irqs = request_irqs(pdev, &queues[..nr_irq])?;
+        let map = QueueMap::new(irqs.access(dev)?, nr_irq)?;
         let index = CtrlIndex::take()?;
         let setup = QueueSetup {
             queues,
+            nr_poll,
             map,
             want_queues,
             nr_vectors: irqs.access(dev)?.len(),
@@ -467,10 +510,11 @@ impl kernel::InPlaceModule for RustNvmeMq {
             check_params()?;
             PARAM_ERROR.store(0, Relaxed);
             pr_info!(
-                "loaded: overflow={} io_queue_depth={} nr_io_queues={} io_timeout={} admin_timeout={}\n",
+                "loaded: overflow={} io_queue_depth={} nr_io_queues={} poll_queues={} io_timeout={} admin_timeout={}\n",
                 module_parameters::overflow.value(),
                 module_parameters::io_queue_depth.value(),
                 module_parameters::nr_io_queues.value(),
+                module_parameters::poll_queues.value(),
                 module_parameters::io_timeout.value(),
                 module_parameters::admin_timeout.value()
             );

@@ -8,7 +8,7 @@ The log has "BENCH <config> <round> <chunk> <fio json text>" lines (fio's JSON, 
 <config> <round> <debugfs line>" lines. Every ratio is computed within one round (the
 configurations alternate inside a round) and reduced to median [min-max] over the rounds.
 
-    report.py LOG --part pmem|nvme|overflow --mode icount|wall [--results DIR]
+    report.py LOG --part pmem|nvme|overflow|poll --mode icount|wall [--results DIR]
     report.py --compare A/bench.json B/bench.json ...   (determinism: every ratio side by side)
 """
 import argparse
@@ -221,17 +221,35 @@ def ratios_overflow(p):
     return res, {}
 
 
+def ratios_poll(p):
+    """Polled (io_uring --hipri on a poll queue) over interrupt-driven, per round: IOPS (> 1:
+    polling faster) and mean completion latency (< 1: polling faster)."""
+    cfgs = ("poll_hipri", "poll_irq")
+
+    def clat(js):
+        return statistics.mean(j["read"]["clat_ns"]["mean"] for j in js)
+
+    res = {
+        "poll_iops_ratio": p.per_round(lambda r: iops(p.runs["poll_hipri"][r]) / iops(p.runs["poll_irq"][r]), *cfgs),
+        "poll_clat_ratio": p.per_round(lambda r: clat(p.runs["poll_hipri"][r]) / clat(p.runs["poll_irq"][r]), *cfgs),
+    }
+    values = {f"poll_clat_us_{c[5:]}": [clat(p.runs[c][r]) / 1000 for r in p.rounds(*cfgs)] for c in cfgs}
+    return res, values
+
+
 CONFIGS = {
     "pmem": ["rust_nowait0", "rust_nowait1", "c_nowait0", "c_nowait1", "brd"],
     "nvme": ["nvme_rust", "nvme_c"],
     "overflow": ["scale_lo", "scale_hi", "skew_off", "skew_on", "deep_off", "deep_on", "fewq_off", "fewq_on"],
+    "poll": ["poll_irq", "poll_hipri"],
 }
 PART_KEYS = {  # keys in bench.json each part writes (plus <key>_min, _max, _rounds, ...)
     "pmem": ["pmem_"],
     "nvme": ["nvme_rust_vs_c", "nvme_instr_per_io"],
     "overflow": ["nvme_null_scaling", "nvme_skew", "nvme_deep", "nvme_fewq"],
+    "poll": ["poll_"],
 }
-RATIOS = {"pmem": ratios_pmem, "nvme": ratios_nvme, "overflow": ratios_overflow}
+RATIOS = {"pmem": ratios_pmem, "nvme": ratios_nvme, "overflow": ratios_overflow, "poll": ratios_poll}
 
 
 def target_value(key, results):
@@ -334,6 +352,8 @@ def report(args):
     if args.part in ("pmem", "nvme"):
         results["bench_mode"] = args.mode
         results[f"{args.part}_mode"] = args.mode
+    elif args.part == "poll":
+        results["poll_mode"] = args.mode
     else:
         results["overflow_mode"] = f"wall, null-aio latency {args.latency_ns} ns"
 

@@ -151,31 +151,40 @@ impl AdminQueue {
         Ok(want.min((granted & 0xffff) + 1).min((granted >> 16) + 1))
     }
 
-    /// Create the completion and submission queue of every I/O queue on the controller, the
-    /// completion queues interrupting on their vectors out of `nr_vectors`.
+    /// Create the completion and submission queue of every I/O queue on the controller: the
+    /// first `nr_irq` completion queues interrupting on their vectors out of `nr_vectors`,
+    /// the others (poll queues) with interrupts disabled.
     pub(crate) fn create_io_queues(
         &mut self,
         regs: &Regs,
         queues: &[Arc<IoQueue>],
         nr_vectors: usize,
+        nr_irq: usize,
     ) -> Result {
         for (i, q) in queues.iter().enumerate() {
-            let vector = u32::try_from(queue_vector(i, nr_vectors))?;
+            let vector = if i < nr_irq {
+                Some(u32::try_from(queue_vector(i, nr_vectors))?)
+            } else {
+                None
+            };
             self.create_io_queue(regs, q, vector)?;
         }
         Ok(())
     }
 
-    fn create_io_queue(&mut self, regs: &Regs, q: &IoQueue, vector: u32) -> Result {
+    /// Create the queue pair of `q`, its completions interrupting on `vector`, or raising no
+    /// interrupt (IEN=0) without one.
+    fn create_io_queue(&mut self, regs: &Regs, q: &IoQueue, vector: Option<u32>) -> Result {
         let qid = u32::from(q.qid);
         let size = u32::from(q.depth - 1) << 16;
         let (sq, cq) = q.ring_addresses();
+        let irq = vector.map_or(0, |v| cmd::CQ_IRQ_ENABLED | (v << 16));
         self.run(
             regs,
             Sqe::new(cmd::ADMIN_CREATE_CQ, 0)
                 .prps(cq, 0)
                 .cdw10(qid | size)
-                .cdw11(cmd::QUEUE_PHYS_CONTIG | cmd::CQ_IRQ_ENABLED | (vector << 16)),
+                .cdw11(cmd::QUEUE_PHYS_CONTIG | irq),
         )
         .inspect_err(|e| pr_err!("creating I/O CQ {} failed: {:?}\n", qid, e))?;
         self.run(

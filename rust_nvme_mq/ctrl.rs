@@ -200,7 +200,9 @@ impl QueueMap {
 pub(crate) struct Ctrl {
     _enabled: Enabled,
     pub(crate) index: u32,
+    /// The interrupt-driven queues, then `nr_poll` poll queues.
     pub(crate) queues: KVec<Arc<IoQueue>>,
+    pub(crate) nr_poll: usize,
     pub(crate) overflow: bool,
     map: QueueMap,
     pub(crate) regs: Arc<Regs>,
@@ -247,6 +249,8 @@ impl WorkItem for Ctrl {
 /// How the I/O queues of a controller were set up.
 pub(crate) struct QueueSetup {
     pub(crate) queues: KVec<Arc<IoQueue>>,
+    /// How many of `queues` (the last ones) are poll queues.
+    pub(crate) nr_poll: usize,
     pub(crate) map: QueueMap,
     pub(crate) want_queues: u32,
     pub(crate) nr_vectors: usize,
@@ -269,6 +273,7 @@ impl Ctrl {
                 _enabled: enabled,
                 index,
                 queues: setup.queues,
+                nr_poll: setup.nr_poll,
                 overflow: setup.overflow,
                 map: setup.map,
                 regs,
@@ -285,10 +290,18 @@ impl Ctrl {
             }? Error),
             GFP_KERNEL,
         )?;
-        ctrl.admin
-            .lock()
-            .create_io_queues(&ctrl.regs, &ctrl.queues, ctrl.nr_vectors)?;
+        ctrl.admin.lock().create_io_queues(
+            &ctrl.regs,
+            &ctrl.queues,
+            ctrl.nr_vectors,
+            ctrl.nr_irq(),
+        )?;
         Ok(ctrl)
+    }
+
+    /// How many queues are interrupt-driven: the first ones of `queues`.
+    pub(crate) fn nr_irq(&self) -> usize {
+        self.queues.len() - self.nr_poll
     }
 
     /// MSI-X vectors granted.
@@ -315,7 +328,7 @@ impl Ctrl {
         self.map
             .home
             .get(cpu)
-            .map_or(cpu % self.queues.len().max(1), |&q| usize::from(q))
+            .map_or(cpu % self.nr_irq().max(1), |&q| usize::from(q))
     }
 
     /// The CPUs of the interrupt vector of queue `qi`, if it has managed affinity.
@@ -506,7 +519,7 @@ impl Ctrl {
         if (granted as usize) < self.queues.len() {
             return Err(ENODEV);
         }
-        admin.create_io_queues(&self.regs, &self.queues, self.nr_vectors)
+        admin.create_io_queues(&self.regs, &self.queues, self.nr_vectors, self.nr_irq())
     }
 }
 

@@ -19,14 +19,14 @@ impl core::fmt::Debug for StatsFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(
             f,
-            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued"
+            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled"
         )?;
-        for q in self.0.queues.iter() {
+        for (i, q) in self.0.queues.iter().enumerate() {
             let s = &q.stats;
             let (in_flight, lent, lent_max) = q.occupancy();
             writeln!(
                 f,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {}",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                 q.qid,
                 s.submitted.load(Relaxed),
                 s.completed.load(Relaxed),
@@ -39,7 +39,9 @@ impl core::fmt::Debug for StatsFile {
                 s.refused.load(Relaxed),
                 lend_reserve(q.slots()),
                 s.offline.load(Relaxed),
-                s.requeued.load(Relaxed)
+                s.requeued.load(Relaxed),
+                u8::from(i >= self.0.nr_irq()),
+                s.polled.load(Relaxed)
             )?;
         }
         Ok(())

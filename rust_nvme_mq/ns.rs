@@ -14,7 +14,7 @@ use kernel::{
     block::{
         mq::{
             gen_disk::{GenDisk, GenDiskBuilder},
-            Operations, Request, TagSet, TagSetFlag, TimeoutReturn,
+            Operations, QueueMaps, Request, TagSet, TagSetFlag, TimeoutReturn,
         },
         SECTOR_SHIFT,
     },
@@ -59,11 +59,11 @@ impl Operations for NvmeOps {
             CtrlState::Resetting => return Err(ENOMEM),
             CtrlState::Dead => return Err(EIO),
         }
-        let home = ctrl.home_queue();
+        let (first, count, home) = queue_choice(ctrl, &rq);
         let mut rq = rq;
         let lose = ctrl.take_lose();
-        for (qi, queue) in queue_order(home, ctrl.queues.len(), ctrl.overflow)
-            .filter_map(|qi| Some((qi, ctrl.queues.get(qi)?)))
+        for (qi, queue) in queue_order(home - first, count, ctrl.overflow)
+            .filter_map(|i| Some((first + i, ctrl.queues.get(first + i)?)))
         {
             match queue.submit(&ns, rq, qi != home, lose, ctrl.cpus(qi)) {
                 Ok(()) => {
@@ -89,6 +89,20 @@ impl Operations for NvmeOps {
     }
 
     fn commit_rqs(_ns: ArcBorrow<'_, Namespace>) {}
+
+    /// Reap the poll queue of poll context `hw_queue` and, with `overflow`, the other poll
+    /// queues too (its requests may have been lent to them), in the order they were tried.
+    fn poll(ns: ArcBorrow<'_, Namespace>, hw_queue: u32) -> u32 {
+        let ctrl = &ns.ctrl;
+        let Some(home) = poll_home(ctrl, hw_queue) else {
+            return 0;
+        };
+        let found: usize = queue_order(home, ctrl.nr_poll, ctrl.overflow)
+            .filter_map(|i| ctrl.queues.get(ctrl.nr_irq() + i))
+            .map(|q| q.poll())
+            .sum();
+        u32::try_from(found).unwrap_or(u32::MAX)
+    }
 
     /// A command timed out: send an Abort for it (it then completes with an error, or
     /// normally if it was only slow), and give it one more timeout. If it times out again, or
@@ -152,19 +166,45 @@ impl Operations for NvmeOps {
     }
 }
 
+/// The poll queue (0-based among the poll queues) of poll context `hw_queue`: the tag set has
+/// one default context per CPU, then one poll context per poll queue.
+fn poll_home(ctrl: &Ctrl, hw_queue: u32) -> Option<usize> {
+    let i = hw_queue.checked_sub(kernel::cpu::nr_cpu_ids())?;
+    Some(i as usize).filter(|&i| i < ctrl.nr_poll)
+}
+
+/// The queues a request may use, `first..first + count`, and its home queue among them: the
+/// poll queues for a polled request (whose completion raises no interrupt and is found by
+/// `poll` for its context), the interrupt-driven queues for any other. Requests never overflow
+/// from one kind to the other.
+fn queue_choice(ctrl: &Ctrl, rq: &Request<NvmeOps>) -> (usize, usize, usize) {
+    let nr_irq = ctrl.nr_irq();
+    match poll_home(ctrl, rq.hw_queue()).filter(|_| rq.is_polled()) {
+        Some(p) => (nr_irq, ctrl.nr_poll, nr_irq + p),
+        None => (0, nr_irq, ctrl.home_queue()),
+    }
+}
+
 /// The tag set of a controller's disks: one blk-mq context per CPU, all drawing from one set
 /// of tags and requests as large as all queues' slots together (what the controller can hold,
 /// not that much per CPU). blk-mq divides shared tags fairly between the disks (namespaces)
 /// of the controller, never between the contexts of one disk. With shared tags blk-mq would
 /// give the disks mq-deadline; like other multi-queue disks they keep "none".
+///
+/// With poll queues, polled requests get contexts of their own (the poll map, one context per
+/// poll queue), so the disks support polled I/O.
 fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
     let slots: usize = ctrl.queues.iter().map(|q| q.slots()).sum();
     let slots = u32::try_from(slots)?;
+    let maps = QueueMaps {
+        default: kernel::cpu::nr_cpu_ids(),
+        read: 0,
+        poll: u32::try_from(ctrl.nr_poll)?,
+    };
     Arc::pin_init(
-        TagSet::new_with_flags(
-            kernel::cpu::nr_cpu_ids(),
+        TagSet::new_with_maps(
+            maps,
             slots.min(MAX_TAGS),
-            1,
             TagSetFlag::TagHctxShared | TagSetFlag::NoSchedByDefault,
         ),
         GFP_KERNEL,

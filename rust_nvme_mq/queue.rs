@@ -92,6 +92,8 @@ pub(crate) struct QueueStats {
     /// Commands the controller held when it was reset, given back to the block layer (also
     /// counted as completed: they are submitted again).
     pub(crate) requeued: Atomic<u64>,
+    /// Requests ended by polling (`Operations::poll`), only on poll queues.
+    pub(crate) polled: Atomic<u64>,
 }
 
 impl QueueStats {
@@ -105,6 +107,7 @@ impl QueueStats {
             refused: Atomic::new(0),
             offline: Atomic::new(0),
             requeued: Atomic::new(0),
+            polled: Atomic::new(0),
         }
     }
 }
@@ -492,18 +495,34 @@ impl IoQueue {
 
     /// Reap the completion queue; returns whether there was anything.
     pub(crate) fn process_completions(&self) -> bool {
+        self.reap().1
+    }
+
+    /// Reap the completion queue of a poll queue (no interrupt); returns how many requests
+    /// were ended.
+    pub(crate) fn poll(&self) -> usize {
+        let ended = self.reap().0;
+        self.stats.polled.add(ended as u64, Relaxed);
+        ended
+    }
+
+    /// Reap the completion queue; returns how many requests were ended and whether any
+    /// entry was consumed.
+    fn reap(&self) -> (usize, bool) {
         let mut any = false;
+        let mut ended = 0;
         loop {
             let mut done: [Done; COMPLETION_BATCH] = [const { None }; COMPLETION_BATCH];
             let (n, consumed) = self.reap_batch(&mut done);
             any |= consumed;
+            ended += n;
             for (rq, status) in done.iter_mut().filter_map(Option::take) {
                 self.stats.completed.add(1, Relaxed);
                 // The slot held the only reference, so ending cannot fail.
                 let _ = Request::end(rq, status);
             }
             if n < COMPLETION_BATCH {
-                return any;
+                return (ended, any);
             }
         }
     }

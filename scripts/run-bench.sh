@@ -6,11 +6,11 @@ trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2
 
 DEFAULT_CPU=max,-erms       # TCG runs `rep movsb` byte by byte: without ERMS copy_mc uses memcpy
 DEFAULT_LATENCY_NS=100000000 # null-aio command latency of the overflow part (see README)
-PARTS_ALL=(pmem nvme overflow)
+PARTS_ALL=(pmem nvme overflow poll)
 
 usage() {
     cat <<USAGE
-Usage: $0 [--part pmem|nvme|overflow|all]... [--mode icount|wall] [--rounds N] [--runtime S]
+Usage: $0 [--part pmem|nvme|overflow|poll|all]... [--mode icount|wall] [--rounds N] [--runtime S]
           [--latency-ns NS] [--cpu MODEL] [--results DIR] [--no-prepare] [--help]
 
 Parts (each is one guest boot; its configurations alternate in every round, and every ratio
@@ -23,8 +23,10 @@ is computed within a round, then reported as the median [min-max] over the round
   overflow  rust_nvme_mq overflow=0 vs 1 on an NVMe whose commands take --latency-ns each and
             run in parallel (QEMU null-aio), 4 vCPUs, io_queue_depth=16: (a) uneven equal
             readers, (b) one deep reader + shallow ones, (c) nr_io_queues=2; always wall clock.
+  poll      rust_nvme_mq poll_queues=1, 2 vCPUs: one io_uring 4k randread job at iodepth 1 on
+            CPU 0, interrupt-driven vs polled (--hipri): IOPS and mean latency ratios.
 
-  --mode icount  (default) QEMU -icount shift=0,sleep=off for pmem and nvme: guest time counts
+  --mode icount  (default) QEMU -icount shift=0,sleep=off for pmem, nvme and poll: guest time counts
                  guest instructions (1 ns each, all vCPUs in turn), so IOPS and instructions per
                  I/O do not depend on the host's load and repeat to ~0.1%.
   --mode wall    real time (TCG); figures move by ~30% with the host's load.
@@ -50,7 +52,7 @@ while [[ $# -gt 0 ]]; do
         --part) need_arg "$@"
             if [[ $2 == all ]]; then PARTS=("${PARTS_ALL[@]}")
             elif [[ " ${PARTS_ALL[*]} " == *" $2 "* ]]; then PARTS+=("$2")
-            else die "unknown part '$2' (pmem, nvme, overflow or all)"; fi
+            else die "unknown part '$2' (pmem, nvme, overflow, poll or all)"; fi
             shift ;;
         --mode) need_arg "$@"; [[ $2 == icount || $2 == wall ]] || die "--mode is icount or wall, not '$2'"
             MODE=$2; shift ;;
@@ -92,6 +94,9 @@ for part in "${PARTS[@]}"; do
         nvme) smp=1; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-1}
             # Without icount one vCPU is just slow; use one per queue as the driver is meant to.
             [[ $MODE == wall ]] && { smp=4; rounds=${ROUNDS:-5}; runtime=${RUNTIME:-8}; } ;;
+        # 2 vCPUs: one interrupt-driven queue per CPU plus one poll queue.
+        poll) smp=2; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-1}
+            [[ $MODE == wall ]] && { rounds=${ROUNDS:-5}; runtime=${RUNTIME:-5}; } ;;
         overflow) smp=4; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-6}; mode=wall
             gargs+=(--nvme-null "$LATENCY_NS") ;;
     esac
