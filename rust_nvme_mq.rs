@@ -75,15 +75,19 @@
 //! # Passthrough (nvme-cli)
 //!
 //! Each controller has a character device `/dev/rnvme<C>` (root only) with the admin
-//! passthrough ioctls (`NVME_IOCTL_ADMIN_CMD`, `NVME_IOCTL_ADMIN64_CMD`) and
-//! `NVME_IOCTL_RESET`; the disks answer `NVME_IOCTL_ID` and the same controller ioctls. Admin
-//! commands from user space run on the admin queue with their data in a bounce buffer (at most
-//! 256 KiB), with the C driver's permission checks; see `rust_nvme_mq/ioctl.rs`.
+//! passthrough ioctls (`NVME_IOCTL_ADMIN_CMD`, `NVME_IOCTL_ADMIN64_CMD`),
+//! `NVME_IOCTL_RESET` and `NVME_IOCTL_RESCAN`; the disks answer `NVME_IOCTL_ID` and the same
+//! controller ioctls except the rescan (as in C). Admin commands from user space run on the
+//! admin queue with their data in a bounce buffer (at most 256 KiB), with the C driver's
+//! permission checks; see `rust_nvme_mq/ioctl.rs`. A rescan (`nvme ns-rescan`) reads the
+//! active namespace list again, adds disks for new namespaces and removes those of vanished
+//! ones, leaving the others alone (`rust_nvme_mq/rescan.rs`); there are no asynchronous
+//! events, so a namespace attached or detached behind the driver's back shows only then.
 //!
 //! The character device is a child of the PCI function in sysfs and has the C driver's
 //! `model`, `serial` and `firmware_rev` attributes (`/sys/class/misc/rnvme<C>/`).
 //!
-//! Not implemented: I/O command passthrough (`NVME_IOCTL_IO_CMD`), `NVME_IOCTL_RESCAN`,
+//! Not implemented: I/O command passthrough (`NVME_IOCTL_IO_CMD`),
 //! metadata/protection information, namespaces with LBA formats that carry metadata,
 //! reset on CSTS.CFS outside a timeout, polled queues.
 
@@ -107,6 +111,8 @@ mod prp;
 mod queue;
 #[path = "rust_nvme_mq/regs.rs"]
 mod regs;
+#[path = "rust_nvme_mq/rescan.rs"]
+mod rescan;
 
 use admin::AdminQueue;
 use ctrl::{Ctrl, CtrlIndex, CtrlInfo, EnabledAdmin, QueueMap, QueueSetup};
@@ -124,7 +130,6 @@ use kernel::{
     },
     time::Delta,
 };
-use ns::DiskLimits;
 use queue::{CqIrq, IoQueue};
 use regs::Regs;
 
@@ -365,20 +370,23 @@ impl NvmeDevice {
         };
         let ctrl = Ctrl::new(dev, index.0, regs.clone(), admin, setup)?;
         announce(pdev, &regs, &ctrl, &info);
-        let limits = DiskLimits {
-            info: &info,
-            io_timeout: params.io_timeout,
-        };
         let identity = ioctl::CtrlIdentity {
             model: info.model,
             serial: info.serial,
             firmware_rev: info.firmware_rev,
         };
-        let passthru = ioctl::Passthru::new(ctrl.clone(), identity, dev)?;
+        let disk_setup = rescan::DiskSetup {
+            tagset: ns::tag_set(&ctrl)?,
+            info,
+            io_timeout: params.io_timeout,
+            parent: dev.into(),
+        };
+        let passthru = ioctl::Passthru::new(ctrl.clone(), identity, disk_setup, dev)?;
         let chardev = chardev::register(passthru.clone(), dev)?;
+        let setup = &passthru.disk_setup;
         // Nothing may fail after the controller holds its disks: only `NvmeDevice`'s drop
         // takes them back.
-        let disks = ns::add_disks(&ctrl, dev, &limits, &passthru)?;
+        let disks = ns::add_disks(&ctrl, dev, &setup.tagset, &setup.limits(), &passthru)?;
         ctrl.set_disks(disks);
         Ok(Self {
             _chardev: chardev,

@@ -41,7 +41,7 @@ impl MiscDevice for CtrlChardev {
     }
 
     fn ioctl(pt: ArcBorrow<'_, Passthru>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        pt.ioctl(cmd, arg).map(|r| r as isize)
+        Passthru::ioctl(pt, cmd, arg).map(|r| r as isize)
     }
 }
 

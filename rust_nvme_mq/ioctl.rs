@@ -10,16 +10,17 @@
 use crate::{
     cmd::{self, Sqe},
     ctrl::{Ctrl, CtrlState},
+    rescan::{self, DiskSetup},
 };
 use kernel::{
     cred::{capable, Capability},
     device::{Bound, Device},
-    dma::Coherent,
+    dma::{Coherent, CoherentView},
     io::{io_project, Io},
     ioctl::{_IO, _IOWR},
     page::PAGE_SIZE,
     prelude::*,
-    sync::{new_mutex, Arc, Mutex},
+    sync::{new_mutex, Arc, ArcBorrow, Mutex},
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -55,6 +56,7 @@ const IOCTL_TYPE: u32 = b'N' as u32;
 const NVME_IOCTL_ID: u32 = _IO(IOCTL_TYPE, 0x40);
 const NVME_IOCTL_ADMIN_CMD: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x41);
 const NVME_IOCTL_RESET: u32 = _IO(IOCTL_TYPE, 0x44);
+const NVME_IOCTL_RESCAN: u32 = _IO(IOCTL_TYPE, 0x46);
 const NVME_IOCTL_ADMIN64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x47);
 
 /// Largest data transfer of a passthrough command.
@@ -128,6 +130,8 @@ pub(crate) struct CtrlIdentity {
 pub(crate) struct Passthru {
     pub(crate) ctrl: Arc<Ctrl>,
     pub(crate) identity: CtrlIdentity,
+    /// For the disks of namespaces found by a rescan.
+    pub(crate) disk_setup: DiskSetup,
     #[pin]
     bounce: Mutex<Bounce>,
 }
@@ -136,6 +140,7 @@ impl Passthru {
     pub(crate) fn new(
         ctrl: Arc<Ctrl>,
         identity: CtrlIdentity,
+        disk_setup: DiskSetup,
         dev: &Device<Bound>,
     ) -> Result<Arc<Self>> {
         let bounce = Bounce::new(dev)?;
@@ -143,6 +148,7 @@ impl Passthru {
             pin_init!(Self {
                 ctrl,
                 identity,
+                disk_setup,
                 bounce <- new_mutex!(bounce),
             }),
             GFP_KERNEL,
@@ -150,25 +156,58 @@ impl Passthru {
     }
 
     /// An ioctl on the character device.
-    pub(crate) fn ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
+    pub(crate) fn ioctl(this: ArcBorrow<'_, Self>, cmd: u32, arg: usize) -> Result<i32> {
+        match cmd {
+            NVME_IOCTL_RESCAN => rescan::rescan(this),
+            _ => this.ctrl_ioctl(cmd, arg),
+        }
+    }
+
+    /// The controller ioctls that the disks answer too.
+    fn ctrl_ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
             NVME_IOCTL_ADMIN_CMD => self.admin_cmd(arg, false),
             NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(arg, true),
             NVME_IOCTL_RESET => self.reset(),
             // Like the C driver's controller device: NVME_IOCTL_ID is a namespace ioctl.
-            // NVME_IOCTL_IO_CMD, SUBSYS_RESET and RESCAN are not implemented.
+            // NVME_IOCTL_IO_CMD and SUBSYS_RESET are not implemented.
             NVME_IOCTL_ID => Err(ENOTTY),
             _ => Err(ENOTTY),
         }
     }
 
     /// An ioctl on the block device of namespace `nsid`: its id, and the controller's ioctls
-    /// (as the C driver's namespace devices do).
+    /// (as the C driver's namespace devices do). `NVME_IOCTL_RESCAN` is not one of them (it
+    /// is not in C either: a rescan may remove the disk it is called on).
     pub(crate) fn ns_ioctl(&self, nsid: u32, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
             NVME_IOCTL_ID => Ok(i32::try_from(nsid)?),
-            _ => self.ioctl(cmd, arg),
+            _ => self.ctrl_ioctl(cmd, arg),
         }
+    }
+
+    /// Run Identify `cns` for `nsid` into the bounce buffer and call `f` with the data.
+    pub(crate) fn identify<T: FromBytes + IntoBytes, R>(
+        &self,
+        nsid: u32,
+        cns: u32,
+        f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
+    ) -> Result<R> {
+        let len = cmd::IDENTIFY_SIZE;
+        let bounce = self.bounce.lock();
+        bounce.zero(len)?;
+        let (prp1, prp2) = bounce.prps(len);
+        let sqe = Sqe::new(cmd::ADMIN_IDENTIFY, nsid)
+            .prps(prp1, prp2)
+            .cdw10(cns);
+        {
+            let mut admin = self.ctrl.admin();
+            if self.ctrl.state() != CtrlState::Live || self.ctrl.regs.csts().is_none() {
+                return Err(ENODEV);
+            }
+            admin.run(&self.ctrl.regs, sqe)?;
+        }
+        f(io_project!(&bounce.data, [try: 0..len]).try_cast::<T>()?)
     }
 
     fn reset(&self) -> Result<i32> {
