@@ -84,11 +84,22 @@
 //! ones, leaving the others alone (`rust_nvme_mq/rescan.rs`); there are no asynchronous
 //! events, so a namespace attached or detached behind the driver's back shows only then.
 //!
+//! I/O commands (`NVME_IOCTL_IO_CMD`, `NVME_IOCTL_IO64_CMD` on a disk; `NVME_IOCTL_IO_CMD` on
+//! the controller goes to its only namespace, as in C: `nvme read`, `write`, `flush`,
+//! `io-passthru`) run as driver-private requests on the disk's queue, so they take a tag and
+//! are ordered, timed out and requeued by a reset like the disk's other requests; their data
+//! goes through the same bounce buffer (a data buffer of the request would need the user
+//! pages pinned and mapped, `blk_rq_map_user`, for which there is no abstraction yet). The
+//! bounce buffer also bounds what a controller can reach for a command whose transfer does
+//! not match `data_len`: reads, writes and compares must move exactly `data_len` bytes and
+//! name the disk's namespace. Root only (the C driver lets other users run commands that the
+//! controller's effects log calls harmless; that log is not read here); no metadata.
+//!
 //! The character device is a child of the PCI function in sysfs and has the C driver's
 //! `model`, `serial` and `firmware_rev` attributes (`/sys/class/misc/rnvme<C>/`).
 //!
-//! Not implemented: I/O command passthrough (`NVME_IOCTL_IO_CMD`),
-//! metadata/protection information, namespaces with LBA formats that carry metadata,
+//! Not implemented: `NVME_IOCTL_SUBMIT_IO`, `NVME_IOCTL_SUBSYS_RESET`, vectored and io_uring
+//! passthrough, metadata/protection information, namespaces with LBA formats that carry metadata,
 //! reset on CSTS.CFS outside a timeout, polled queues.
 
 #[path = "rust_nvme_mq/admin.rs"]

@@ -230,8 +230,10 @@ pub(crate) struct DiskLimits<'a> {
 /// The disk of a namespace, for the controller's list of disks.
 pub(crate) struct NsDisk {
     pub(crate) nsid: u32,
+    /// Logical block size, as a shift.
+    pub(crate) lba_shift: u32,
     /// Removed from the system when dropped.
-    pub(crate) _disk: GenDisk<NvmeOps>,
+    pub(crate) disk: GenDisk<NvmeOps>,
 }
 
 /// The disk of namespace `f`, a child of `dev` (the PCI function) in sysfs.
@@ -279,7 +281,11 @@ pub(crate) fn add_disk(
     )?;
     let name = fmt!("rnvme{}n{}", ctrl.index, nsid);
     let disk = builder.build_owned::<RustNvmeMq, _>(name, tagset.clone(), ns)?;
-    Ok(NsDisk { nsid, _disk: disk })
+    Ok(NsDisk {
+        nsid,
+        lba_shift,
+        disk,
+    })
 }
 
 /// Log a new disk.
