@@ -130,6 +130,7 @@ boot nvme --smp 4 -- 'bash /tests/suite-nvme.sh'
 boot nvme_reset --smp 4 -- 'bash /tests/suite-nvme-reset.sh'
 boot nvme_cli --smp 2 -- 'bash /tests/suite-nvme-cli.sh'
 boot nvme_rescan --smp 2 --nvme-subsys -- 'bash /tests/suite-nvme-rescan.sh'
+boot nvme_io_passthru --smp 2 -- 'bash /tests/suite-nvme-io-passthru.sh'
 boot nvme_latency --smp 4 --nvme-null 100000000 -- 'bash /tests/suite-nvme-latency.sh'
 boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-builtin.sh'
 
