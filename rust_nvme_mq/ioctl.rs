@@ -291,8 +291,8 @@ impl Passthru {
         let sqe = Sqe::new(c.opcode, c.nsid).dwords(c.cdw2, c.cdw3, c.cdw10_15);
         let timeout = (c.timeout_ms != 0).then(|| Delta::from_millis(c.timeout_ms.into()));
         let (status, result) = self.run_with_data(sqe, to_ctrl, c.addr, len, |mut sqe| {
-            let bytes = <&[u8; DRIVER_CMD_SIZE]>::try_from(&*sqe.as_mut_bytes())
-                .map_err(|_| EINVAL)?;
+            let bytes =
+                <&[u8; DRIVER_CMD_SIZE]>::try_from(&*sqe.as_mut_bytes()).map_err(|_| EINVAL)?;
             let (status, result) = disk.disk.execute_driver_cmd(to_ctrl, bytes, timeout)?;
             Ok((u16::try_from(status)?, result as u32))
         })?;
