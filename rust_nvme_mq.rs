@@ -88,16 +88,31 @@
 //! # Passthrough (nvme-cli)
 //!
 //! Each controller has a character device `/dev/rnvme<C>` (root only) with the admin
-//! passthrough ioctls (`NVME_IOCTL_ADMIN_CMD`, `NVME_IOCTL_ADMIN64_CMD`) and
-//! `NVME_IOCTL_RESET`; the disks answer `NVME_IOCTL_ID` and the same controller ioctls. Admin
-//! commands from user space run on the admin queue with their data in a bounce buffer (at most
-//! 256 KiB), with the C driver's permission checks; see `rust_nvme_mq/ioctl.rs`.
+//! passthrough ioctls (`NVME_IOCTL_ADMIN_CMD`, `NVME_IOCTL_ADMIN64_CMD`),
+//! `NVME_IOCTL_RESET` and `NVME_IOCTL_RESCAN`; the disks answer `NVME_IOCTL_ID` and the same
+//! controller ioctls except the rescan (as in C). Admin commands from user space run on the
+//! admin queue with their data in a bounce buffer (at most 256 KiB), with the C driver's
+//! permission checks; see `rust_nvme_mq/ioctl.rs`. A rescan (`nvme ns-rescan`) reads the
+//! active namespace list again, adds disks for new namespaces and removes those of vanished
+//! ones, leaving the others alone (`rust_nvme_mq/rescan.rs`); there are no asynchronous
+//! events, so a namespace attached or detached behind the driver's back shows only then.
+//!
+//! I/O commands (`NVME_IOCTL_IO_CMD`, `NVME_IOCTL_IO64_CMD` on a disk; `NVME_IOCTL_IO_CMD` on
+//! the controller goes to its only namespace, as in C: `nvme read`, `write`, `flush`,
+//! `io-passthru`) run as driver-private requests on the disk's queue, so they take a tag and
+//! are ordered, timed out and requeued by a reset like the disk's other requests; their data
+//! goes through the same bounce buffer (a data buffer of the request would need the user
+//! pages pinned and mapped, `blk_rq_map_user`, for which there is no abstraction yet). The
+//! bounce buffer also bounds what a controller can reach for a command whose transfer does
+//! not match `data_len`: reads, writes and compares must move exactly `data_len` bytes and
+//! name the disk's namespace. Root only (the C driver lets other users run commands that the
+//! controller's effects log calls harmless; that log is not read here); no metadata.
 //!
 //! The character device is a child of the PCI function in sysfs and has the C driver's
 //! `model`, `serial` and `firmware_rev` attributes (`/sys/class/misc/rnvme<C>/`).
 //!
-//! Not implemented: I/O command passthrough (`NVME_IOCTL_IO_CMD`), `NVME_IOCTL_RESCAN`,
-//! metadata/protection information, namespaces with LBA formats that carry metadata,
+//! Not implemented: `NVME_IOCTL_SUBMIT_IO`, `NVME_IOCTL_SUBSYS_RESET`, vectored and io_uring
+//! passthrough, metadata/protection information, namespaces with LBA formats that carry metadata,
 //! reset on CSTS.CFS outside a timeout, polled queues.
 
 #[path = "rust_nvme_mq/admin.rs"]
@@ -120,6 +135,8 @@ mod prp;
 mod queue;
 #[path = "rust_nvme_mq/regs.rs"]
 mod regs;
+#[path = "rust_nvme_mq/rescan.rs"]
+mod rescan;
 
 use admin::AdminQueue;
 use ctrl::{Ctrl, CtrlIndex, CtrlInfo, EnabledAdmin, QueueMap, QueueSetup};
@@ -137,7 +154,6 @@ use kernel::{
     },
     time::Delta,
 };
-use ns::DiskLimits;
 use queue::{CqIrq, IoQueue};
 use regs::Regs;
 
@@ -408,20 +424,23 @@ impl NvmeDevice {
         };
         let ctrl = Ctrl::new(dev, index.0, regs.clone(), admin, setup)?;
         announce(pdev, &regs, &ctrl, &info);
-        let limits = DiskLimits {
-            info: &info,
-            io_timeout: params.io_timeout,
-        };
         let identity = ioctl::CtrlIdentity {
             model: info.model,
             serial: info.serial,
             firmware_rev: info.firmware_rev,
         };
-        let passthru = ioctl::Passthru::new(ctrl.clone(), identity, dev)?;
+        let disk_setup = rescan::DiskSetup {
+            tagset: ns::tag_set(&ctrl)?,
+            info,
+            io_timeout: params.io_timeout,
+            parent: dev.into(),
+        };
+        let passthru = ioctl::Passthru::new(ctrl.clone(), identity, disk_setup, dev)?;
         let chardev = chardev::register(passthru.clone(), dev)?;
+        let setup = &passthru.disk_setup;
         // Nothing may fail after the controller holds its disks: only `NvmeDevice`'s drop
         // takes them back.
-        let disks = ns::add_disks(&ctrl, dev, &limits, &passthru)?;
+        let disks = ns::add_disks(&ctrl, dev, &setup.tagset, &setup.limits(), &passthru)?;
         ctrl.set_disks(disks);
         Ok(Self {
             _chardev: chardev,
@@ -436,6 +455,8 @@ impl NvmeDevice {
 impl Drop for NvmeDevice {
     fn drop(&mut self) {
         self.ctrl.remove();
+        // Files of `/dev/rnvme<C>` held open must not keep the controller past the unbind.
+        self._chardev.data().cut();
     }
 }
 

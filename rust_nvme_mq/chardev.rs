@@ -10,27 +10,49 @@ use kernel::{
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
     str::CString,
-    sync::{Arc, ArcBorrow},
+    sync::{new_mutex, Arc, ArcBorrow, Mutex},
 };
+
+/// What the character device's open files reach the controller through. Cut at unbind
+/// ([`Link::cut`]), so that a file held open keeps neither the controller nor its DMA memory
+/// (queues, the bounce buffer) past the unbind: its ioctls then fail with `ENODEV`. An ioctl
+/// holds the lock while it runs, so cutting waits for a running one.
+#[pin_data]
+pub(crate) struct Link {
+    #[pin]
+    pt: Mutex<Option<Arc<Passthru>>>,
+}
+
+impl Link {
+    fn new(pt: Arc<Passthru>) -> Result<Arc<Self>> {
+        Arc::pin_init(pin_init!(Self { pt <- new_mutex!(Some(pt)) }), GFP_KERNEL)
+    }
+
+    /// Cut the link (at unbind, after the disks were removed).
+    pub(crate) fn cut(&self) {
+        *self.pt.lock() = None;
+    }
+}
 
 /// The misc device type of controller character devices.
 pub(crate) struct CtrlChardev;
 
 #[vtable]
 impl MiscDevice for CtrlChardev {
-    /// An open file holds the controller's passthrough state.
-    type Ptr = Arc<Passthru>;
-    type RegistrationData = Arc<Passthru>;
+    /// An open file holds the link to the controller's passthrough state.
+    type Ptr = Arc<Link>;
+    type RegistrationData = Arc<Link>;
 
-    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Arc<Passthru>> {
+    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Arc<Link>> {
         Ok(misc.data().clone())
     }
 
     /// As the C driver's `/sys/class/nvme/nvme<C>/{model,serial,firmware_rev}`.
     const ATTRIBUTES: &'static [&'static CStr] = &[c"model", c"serial", c"firmware_rev"];
 
-    fn show_attribute(pt: &Arc<Passthru>, index: usize, buf: &mut [u8]) -> Result<usize> {
-        let id = &pt.identity;
+    fn show_attribute(link: &Arc<Link>, index: usize, buf: &mut [u8]) -> Result<usize> {
+        let pt = link.pt.lock();
+        let id = &pt.as_ref().ok_or(ENODEV)?.identity;
         let field: &[u8] = match index {
             0 => &id.model,
             1 => &id.serial,
@@ -40,8 +62,10 @@ impl MiscDevice for CtrlChardev {
         show_id_string(field, buf)
     }
 
-    fn ioctl(pt: ArcBorrow<'_, Passthru>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        pt.ioctl(cmd, arg).map(|r| r as isize)
+    fn ioctl(link: ArcBorrow<'_, Link>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        let pt = link.pt.lock();
+        let pt = pt.as_ref().ok_or(ENODEV)?;
+        Passthru::ioctl(pt.as_arc_borrow(), cmd, arg).map(|r| r as isize)
     }
 }
 
@@ -55,8 +79,8 @@ fn show_id_string(field: &[u8], buf: &mut [u8]) -> Result<usize> {
     Ok(len + 1)
 }
 
-/// The registered character device; removed when dropped (open files keep working on the
-/// controller until they are closed, and fail once it is gone).
+/// The registered character device; removed when dropped (open files stay, and their ioctls
+/// fail once the [`Link`] is cut).
 pub(crate) type Chardev = Pin<KBox<MiscDeviceRegistration<CtrlChardev>>>;
 
 /// Register `/dev/rnvme<C>` for the controller of `data`, a child of `dev` (the PCI
@@ -64,8 +88,9 @@ pub(crate) type Chardev = Pin<KBox<MiscDeviceRegistration<CtrlChardev>>>;
 pub(crate) fn register(data: Arc<Passthru>, dev: &Device) -> Result<Chardev> {
     let name = CString::try_from_fmt(fmt!("rnvme{}", data.ctrl.index))?;
     let opts = MiscDeviceOptions { name: c"rnvme" };
+    let link = Link::new(data)?;
     KBox::pin_init(
-        MiscDeviceRegistration::register_with_parent(opts, name, dev.into(), data),
+        MiscDeviceRegistration::register_with_parent(opts, name, dev.into(), link),
         GFP_KERNEL,
     )
 }

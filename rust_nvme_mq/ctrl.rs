@@ -6,12 +6,12 @@
 use crate::{
     admin::AdminQueue,
     cmd::{self, IdCtrl},
-    ns::NvmeOps,
+    ns::{NsDisk, NvmeOps},
     queue::{queue_vector, CqIrq, IoQueue},
     regs::{Regs, PCI_COMMAND},
 };
 use kernel::{
-    block::mq::{gen_disk::GenDisk, DmaDevice, Request},
+    block::mq::{DmaDevice, Request},
     cpumask::{Cpumask, CpumaskVar},
     device::{Bound, Device},
     io::{io_read, Io},
@@ -231,7 +231,7 @@ pub(crate) struct Ctrl {
     /// The disks of the namespaces; removed when the controller is dead, or by
     /// [`Ctrl::remove`]. (They refer to the controller: `remove` breaks that cycle.)
     #[pin]
-    disks: Mutex<KVec<GenDisk<NvmeOps>>>,
+    disks: Mutex<KVec<NsDisk>>,
 }
 
 impl_has_work! {
@@ -350,8 +350,18 @@ impl Ctrl {
     }
 
     /// Hand the disks of the namespaces to the controller, which removes them if it dies.
-    pub(crate) fn set_disks(&self, disks: KVec<GenDisk<NvmeOps>>) {
+    pub(crate) fn set_disks(&self, disks: KVec<NsDisk>) {
         *self.disks.lock() = disks;
+    }
+
+    /// The disks, locked, to add or remove some (a rescan); `None` once the controller is
+    /// dead or being removed, which then owns the disks.
+    pub(crate) fn lock_disks(&self) -> Option<kernel::sync::MutexGuard<'_, KVec<NsDisk>>> {
+        let disks = self.disks.lock();
+        if *self.removing.lock() || self.state() == CtrlState::Dead {
+            return None;
+        }
+        Some(disks)
     }
 
     /// Start a reset, unless one is already running or the controller is dead or being

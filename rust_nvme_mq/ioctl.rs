@@ -3,23 +3,29 @@
 //! NVMe passthrough ioctls (`include/uapi/linux/nvme_ioctl.h`) of the controller character
 //! device, with the checks and results of the C driver (`drivers/nvme/host/ioctl.c`).
 //!
-//! Admin commands run on the driver's admin queue. Their data goes through a bounce buffer
-//! allocated at probe (DMA coherent, described by PRP1/PRP2 or a PRP list): zeroed before
-//! every command, so what the controller did not write comes back as zeroes.
+//! Admin commands run on the driver's admin queue, I/O commands as driver-private requests on
+//! the queue of the disk they are for (`queue_rq` takes the command as built here). Their data
+//! goes through a bounce buffer allocated at probe (DMA coherent, described by PRP1/PRP2 or a
+//! PRP list): zeroed before every command, so what the controller did not write comes back
+//! as zeroes. One passthrough command runs at a time per controller.
 
 use crate::{
     cmd::{self, Sqe},
     ctrl::{Ctrl, CtrlState},
+    ns::NvmeOps,
+    rescan::{self, DiskSetup},
 };
 use kernel::{
+    block::mq::{Request, DRIVER_CMD_SIZE},
     cred::{capable, Capability},
     device::{Bound, Device},
-    dma::Coherent,
+    dma::{Coherent, CoherentView},
     io::{io_project, Io},
     ioctl::{_IO, _IOWR},
     page::PAGE_SIZE,
     prelude::*,
-    sync::{new_mutex, Arc, Mutex},
+    sync::{new_mutex, Arc, ArcBorrow, Mutex},
+    time::Delta,
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -54,8 +60,11 @@ struct PassthruCmd64 {
 const IOCTL_TYPE: u32 = b'N' as u32;
 const NVME_IOCTL_ID: u32 = _IO(IOCTL_TYPE, 0x40);
 const NVME_IOCTL_ADMIN_CMD: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x41);
+const NVME_IOCTL_IO_CMD: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x43);
 const NVME_IOCTL_RESET: u32 = _IO(IOCTL_TYPE, 0x44);
+const NVME_IOCTL_RESCAN: u32 = _IO(IOCTL_TYPE, 0x46);
 const NVME_IOCTL_ADMIN64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x47);
+const NVME_IOCTL_IO64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x48);
 
 /// Largest data transfer of a passthrough command.
 pub(crate) const MAX_DATA: usize = 256 * 1024;
@@ -128,6 +137,8 @@ pub(crate) struct CtrlIdentity {
 pub(crate) struct Passthru {
     pub(crate) ctrl: Arc<Ctrl>,
     pub(crate) identity: CtrlIdentity,
+    /// For the disks of namespaces found by a rescan.
+    pub(crate) disk_setup: DiskSetup,
     #[pin]
     bounce: Mutex<Bounce>,
 }
@@ -136,6 +147,7 @@ impl Passthru {
     pub(crate) fn new(
         ctrl: Arc<Ctrl>,
         identity: CtrlIdentity,
+        disk_setup: DiskSetup,
         dev: &Device<Bound>,
     ) -> Result<Arc<Self>> {
         let bounce = Bounce::new(dev)?;
@@ -143,6 +155,7 @@ impl Passthru {
             pin_init!(Self {
                 ctrl,
                 identity,
+                disk_setup,
                 bounce <- new_mutex!(bounce),
             }),
             GFP_KERNEL,
@@ -150,25 +163,67 @@ impl Passthru {
     }
 
     /// An ioctl on the character device.
-    pub(crate) fn ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
+    pub(crate) fn ioctl(this: ArcBorrow<'_, Self>, cmd: u32, arg: usize) -> Result<i32> {
+        match cmd {
+            NVME_IOCTL_RESCAN => rescan::rescan(this),
+            // Like the C driver: on the controller, the (deprecated) I/O command goes to the
+            // only namespace.
+            NVME_IOCTL_IO_CMD => this.io_cmd(None, arg, false),
+            _ => this.ctrl_ioctl(cmd, arg),
+        }
+    }
+
+    /// The controller ioctls that the disks answer too.
+    fn ctrl_ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
             NVME_IOCTL_ADMIN_CMD => self.admin_cmd(arg, false),
             NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(arg, true),
             NVME_IOCTL_RESET => self.reset(),
             // Like the C driver's controller device: NVME_IOCTL_ID is a namespace ioctl.
-            // NVME_IOCTL_IO_CMD, SUBSYS_RESET and RESCAN are not implemented.
+            // SUBSYS_RESET is not implemented.
             NVME_IOCTL_ID => Err(ENOTTY),
             _ => Err(ENOTTY),
         }
     }
 
-    /// An ioctl on the block device of namespace `nsid`: its id, and the controller's ioctls
-    /// (as the C driver's namespace devices do).
+    /// An ioctl on the block device of namespace `nsid`: its id, I/O passthrough, and the
+    /// controller's admin passthrough (as the C driver's namespace devices do; reset and
+    /// rescan are controller ioctls there too: a rescan may remove the disk it is called on).
     pub(crate) fn ns_ioctl(&self, nsid: u32, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
             NVME_IOCTL_ID => Ok(i32::try_from(nsid)?),
-            _ => self.ioctl(cmd, arg),
+            NVME_IOCTL_IO_CMD => self.io_cmd(Some(nsid), arg, false),
+            NVME_IOCTL_IO64_CMD => self.io_cmd(Some(nsid), arg, true),
+            // Only the admin commands of the controller's ioctls, as in C. Not RESET: it
+            // waits for the reset work, which may delete this disk, which waits for this
+            // ioctl.
+            NVME_IOCTL_ADMIN_CMD | NVME_IOCTL_ADMIN64_CMD => self.ctrl_ioctl(cmd, arg),
+            _ => Err(ENOTTY),
         }
+    }
+
+    /// Run Identify `cns` for `nsid` into the bounce buffer and call `f` with the data.
+    pub(crate) fn identify<T: FromBytes + IntoBytes, R>(
+        &self,
+        nsid: u32,
+        cns: u32,
+        f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
+    ) -> Result<R> {
+        let len = cmd::IDENTIFY_SIZE;
+        let bounce = self.bounce.lock();
+        bounce.zero(len)?;
+        let (prp1, prp2) = bounce.prps(len);
+        let sqe = Sqe::new(cmd::ADMIN_IDENTIFY, nsid)
+            .prps(prp1, prp2)
+            .cdw10(cns);
+        {
+            let mut admin = self.ctrl.admin();
+            if self.ctrl.state() != CtrlState::Live || self.ctrl.regs.csts().is_none() {
+                return Err(ENODEV);
+            }
+            admin.run(&self.ctrl.regs, sqe)?;
+        }
+        f(io_project!(&bounce.data, [try: 0..len]).try_cast::<T>()?)
     }
 
     fn reset(&self) -> Result<i32> {
@@ -191,44 +246,136 @@ impl Passthru {
     /// admin queue; returns the NVMe status (0 on success, positive: the controller's status
     /// field) and writes dword 0 of the completion back to `result`.
     fn admin_cmd(&self, arg: usize, wide: bool) -> Result<i32> {
-        let size = if wide {
-            size_of::<PassthruCmd64>()
-        } else {
-            size_of::<PassthruCmd>()
-        };
-        let mut raw = [0u8; size_of::<PassthruCmd64>()];
-        UserSlice::new(UserPtr::from_addr(arg), size)
-            .reader()
-            .read_slice(&mut raw[..size])?;
-        // The two layouts agree up to `timeout_ms`; `result` is read from neither.
-        let c =
-            PassthruCmd::read_from_bytes(&raw[..size_of::<PassthruCmd>()]).map_err(|_| EINVAL)?;
+        let c = read_cmd(arg, wide)?;
         let sqe = check_admin(&c)?;
         let len = usize::try_from(c.data_len)?;
-        let (status, result) = self.run_with_data(sqe, c.opcode & 1 != 0, c.addr, len)?;
-        let (offset, bytes): (usize, &[u8]) = if wide {
-            (
-                core::mem::offset_of!(PassthruCmd64, result),
-                &u64::from(result).to_ne_bytes(),
-            )
-        } else {
-            (
-                core::mem::offset_of!(PassthruCmd, result),
-                &result.to_ne_bytes(),
-            )
-        };
-        UserSlice::new(
-            UserPtr::from_addr(arg).wrapping_byte_add(offset),
-            bytes.len(),
-        )
-        .writer()
-        .write_slice(bytes)?;
+        let (status, result) = self.run_with_data(sqe, c.opcode & 1 != 0, c.addr, len, |sqe| {
+            let mut admin = self.ctrl.admin();
+            if self.ctrl.state() != CtrlState::Live || self.ctrl.regs.csts().is_none() {
+                return Err(ENODEV);
+            }
+            admin.run_status(&self.ctrl.regs, sqe)
+        })?;
+        write_result(arg, wide, result)?;
         Ok(status.into())
     }
 
-    /// Run `sqe` with `len` bytes of data at user address `addr`: to the controller if
-    /// `to_ctrl` (bit 0 of the opcode, as `nvme_is_write()`), else from it.
-    fn run_with_data(&self, sqe: Sqe, to_ctrl: bool, addr: u64, len: usize) -> Result<(u16, u32)> {
+    /// `NVME_IOCTL_IO_CMD` (`wide`: `NVME_IOCTL_IO64_CMD`) on the disk of namespace `on_ns`,
+    /// or on the controller (`None`): then on its only disk. The command runs as a
+    /// driver-private request on the disk's queue (ordered and accounted with the disk's other
+    /// requests, timed out and requeued by a reset like them), its data in the bounce buffer.
+    fn io_cmd(&self, on_ns: Option<u32>, arg: usize, wide: bool) -> Result<i32> {
+        let c = read_cmd(arg, wide)?;
+        if c.flags != 0 || c.metadata_len != 0 || c.metadata != 0 {
+            return Err(EINVAL);
+        }
+        // The C driver lets unprivileged callers run I/O commands that the controller's
+        // Commands Supported and Effects log declares harmless; that log is not read here.
+        if !capable(Capability::SYS_ADMIN) {
+            return Err(EACCES);
+        }
+        let disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
+        let disk = match on_ns {
+            Some(nsid) => disks.iter().find(|d| d.nsid == nsid).ok_or(ENODEV)?,
+            None => match &disks[..] {
+                [] => return Err(ENOTTY),
+                [only] => {
+                    pr_warn!(
+                        "rnvme{}: using deprecated NVME_IOCTL_IO_CMD ioctl on the char device!\n",
+                        self.ctrl.index
+                    );
+                    only
+                }
+                _ => return Err(EINVAL),
+            },
+        };
+        let len = usize::try_from(c.data_len)?;
+        check_io(&c, disk.nsid, disk.lba_shift, len)?;
+        let to_ctrl = c.opcode & 1 != 0;
+        let sqe = Sqe::new(c.opcode, c.nsid).dwords(c.cdw2, c.cdw3, c.cdw10_15);
+        let timeout = (c.timeout_ms != 0).then(|| Delta::from_millis(c.timeout_ms.into()));
+        let (status, result) = self.run_with_data(sqe, to_ctrl, c.addr, len, |mut sqe| {
+            let bytes =
+                <&[u8; DRIVER_CMD_SIZE]>::try_from(&*sqe.as_mut_bytes()).map_err(|_| EINVAL)?;
+            let (status, result) = disk.disk.execute_driver_cmd(to_ctrl, bytes, timeout)?;
+            Ok((u16::try_from(status)?, result as u32))
+        })?;
+        drop(disks);
+        write_result(arg, wide, result)?;
+        Ok(status.into())
+    }
+}
+
+/// Read a `struct nvme_passthru_cmd` (`wide`: `struct nvme_passthru_cmd64`) from user address
+/// `arg`.
+fn read_cmd(arg: usize, wide: bool) -> Result<PassthruCmd> {
+    let size = if wide {
+        size_of::<PassthruCmd64>()
+    } else {
+        size_of::<PassthruCmd>()
+    };
+    let mut raw = [0u8; size_of::<PassthruCmd64>()];
+    UserSlice::new(UserPtr::from_addr(arg), size)
+        .reader()
+        .read_slice(&mut raw[..size])?;
+    // The two layouts agree up to `timeout_ms`; `result` is read from neither.
+    PassthruCmd::read_from_bytes(&raw[..size_of::<PassthruCmd>()]).map_err(|_| EINVAL)
+}
+
+/// Write dword 0 of the completion to the `result` field of the command at user address
+/// `arg`.
+fn write_result(arg: usize, wide: bool, result: u32) -> Result {
+    let (offset, bytes): (usize, &[u8]) = if wide {
+        (
+            core::mem::offset_of!(PassthruCmd64, result),
+            &u64::from(result).to_ne_bytes(),
+        )
+    } else {
+        (
+            core::mem::offset_of!(PassthruCmd, result),
+            &result.to_ne_bytes(),
+        )
+    };
+    UserSlice::new(
+        UserPtr::from_addr(arg).wrapping_byte_add(offset),
+        bytes.len(),
+    )
+    .writer()
+    .write_slice(bytes)
+}
+
+/// The NVM command set's Read, Write and Compare: their transfer length follows from the
+/// number of blocks in CDW12.
+const NVM_COMPARE: u8 = 0x05;
+
+/// Check a passthrough I/O command for the disk of namespace `nsid` with `len` bytes of data.
+/// The command must name the disk's namespace (the block size below is that namespace's),
+/// and a read, write or compare must move exactly `len` bytes, at most what the bounce buffer
+/// holds: the controller then stays inside the buffer (the C driver trusts the caller here).
+fn check_io(c: &PassthruCmd, nsid: u32, lba_shift: u32, len: usize) -> Result {
+    if c.nsid != nsid || len > MAX_DATA {
+        return Err(EINVAL);
+    }
+    if matches!(c.opcode, cmd::NVM_READ | cmd::NVM_WRITE | NVM_COMPARE) {
+        let blocks = (c.cdw10_15[2] & 0xffff) as usize + 1;
+        if blocks << lba_shift != len {
+            return Err(EINVAL);
+        }
+    }
+    Ok(())
+}
+
+impl Passthru {
+    /// Run `sqe` with `run` and `len` bytes of data at user address `addr`: to the controller
+    /// if `to_ctrl` (bit 0 of the opcode, as `nvme_is_write()`), else from it.
+    fn run_with_data(
+        &self,
+        sqe: Sqe,
+        to_ctrl: bool,
+        addr: u64,
+        len: usize,
+        run: impl FnOnce(Sqe) -> Result<(u16, u32)>,
+    ) -> Result<(u16, u32)> {
         if len > MAX_DATA {
             return Err(EINVAL);
         }
@@ -242,13 +389,7 @@ impl Passthru {
             io_project!(&bounce.data, [try: 0..len]).copy_from_slice(&data);
         }
         let (prp1, prp2) = bounce.prps(len);
-        let (status, result) = {
-            let mut admin = self.ctrl.admin();
-            if self.ctrl.state() != CtrlState::Live || self.ctrl.regs.csts().is_none() {
-                return Err(ENODEV);
-            }
-            admin.run_status(&self.ctrl.regs, sqe.prps(prp1, prp2))?
-        };
+        let (status, result) = run(sqe.prps(prp1, prp2))?;
         if !to_ctrl && len > 0 {
             writer.write_dma(&bounce.data, 0, len)?;
         }
@@ -309,4 +450,23 @@ fn admin_allowed(c: &PassthruCmd) -> bool {
         }
     }
     capable(Capability::SYS_ADMIN)
+}
+
+/// The command of a passthrough I/O request (a driver-private request made by
+/// [`Passthru::io_cmd`]); its PRPs point into the bounce buffer. `queue_rq` sets the command
+/// id. Other requests it does not know fail with `EOPNOTSUPP`.
+pub(crate) fn driver_sqe(rq: &Request<NvmeOps>) -> Result<Sqe> {
+    let bytes = rq.driver_cmd().ok_or(EOPNOTSUPP)?;
+    Sqe::read_from_bytes(&bytes).map_err(|_| EINVAL)
+}
+
+/// How a request ends for a completion: a passthrough request successfully, with the
+/// controller's status and result stored for the caller of the ioctl; any other with the
+/// error the status stands for.
+pub(crate) fn io_status(rq: &Request<NvmeOps>, cqe: &cmd::Completion) -> Result {
+    if rq.is_driver_private() {
+        rq.set_driver_result(cqe.status.into(), cqe.result.into());
+        return Ok(());
+    }
+    cmd::status_to_result(cqe.status)
 }

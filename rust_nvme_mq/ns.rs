@@ -19,6 +19,7 @@ use kernel::{
         SECTOR_SHIFT,
     },
     device::{Bound, Device},
+    dma::CoherentView,
     io::io_read,
     page::PAGE_SIZE,
     prelude::*,
@@ -193,7 +194,7 @@ fn queue_choice(ctrl: &Ctrl, rq: &Request<NvmeOps>) -> (usize, usize, usize) {
 ///
 /// With poll queues, polled requests get contexts of their own (the poll map, one context per
 /// poll queue), so the disks support polled I/O.
-fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
+pub(crate) fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
     let slots: usize = ctrl.queues.iter().map(|q| q.slots()).sum();
     let slots = u32::try_from(slots)?;
     let maps = QueueMaps {
@@ -212,7 +213,7 @@ fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
 }
 
 /// The size and format of a namespace.
-struct NsFormat {
+pub(crate) struct NsFormat {
     nsid: u32,
     /// Size in logical blocks.
     nsze: u64,
@@ -224,7 +225,16 @@ fn identify_ns(ctrl: &Ctrl, dev: &Device<Bound>, nsid: u32) -> Result<Option<NsF
     let id = ctrl
         .admin()
         .identify::<IdNs>(&ctrl.regs, dev, nsid, cmd::CNS_NAMESPACE)?;
-    let id = id.view()?;
+    ns_format(dev, nsid, id.view()?)
+}
+
+/// The format of namespace `nsid` from its Identify Namespace data; `None` if it is empty or
+/// its format is not supported.
+pub(crate) fn ns_format(
+    dev: &Device,
+    nsid: u32,
+    id: CoherentView<'_, IdNs>,
+) -> Result<Option<NsFormat>> {
     let nsze: u64 = io_read!(id, .nsze);
     let flbas: u8 = io_read!(id, .flbas);
     let format = usize::from(flbas & 0xf);
@@ -257,15 +267,24 @@ pub(crate) struct DiskLimits<'a> {
     pub(crate) io_timeout: Delta,
 }
 
-/// The disk of namespace `f`.
-fn add_disk(
+/// The disk of a namespace, for the controller's list of disks.
+pub(crate) struct NsDisk {
+    pub(crate) nsid: u32,
+    /// Logical block size, as a shift.
+    pub(crate) lba_shift: u32,
+    /// Removed from the system when dropped.
+    pub(crate) disk: GenDisk<NvmeOps>,
+}
+
+/// The disk of namespace `f`, a child of `dev` (the PCI function) in sysfs.
+pub(crate) fn add_disk(
     ctrl: &Arc<Ctrl>,
-    dev: &Device<Bound>,
+    dev: &Device,
     tagset: &Arc<TagSet<NvmeOps>>,
     limits: &DiskLimits<'_>,
     f: &NsFormat,
     passthru: &Arc<Passthru>,
-) -> Result<GenDisk<NvmeOps>> {
+) -> Result<NsDisk> {
     let info = limits.info;
     let block = 1u32 << f.lba_shift;
     let sectors_per_block = f.lba_shift - SECTOR_SHIFT;
@@ -301,11 +320,16 @@ fn add_disk(
         GFP_KERNEL,
     )?;
     let name = fmt!("rnvme{}n{}", ctrl.index, nsid);
-    builder.build_owned::<RustNvmeMq, _>(name, tagset.clone(), ns)
+    let disk = builder.build_owned::<RustNvmeMq, _>(name, tagset.clone(), ns)?;
+    Ok(NsDisk {
+        nsid,
+        lba_shift,
+        disk,
+    })
 }
 
 /// Log a new disk.
-fn announce(dev: &Device<Bound>, ctrl: &Ctrl, info: &CtrlInfo, f: &NsFormat) {
+pub(crate) fn announce(dev: &Device, ctrl: &Ctrl, info: &CtrlInfo, f: &NsFormat) {
     let flag = |on: bool, name: &'static str| if on { name } else { "" };
     dev_info!(
         dev,
@@ -325,10 +349,10 @@ fn announce(dev: &Device<Bound>, ctrl: &Ctrl, info: &CtrlInfo, f: &NsFormat) {
 pub(crate) fn add_disks(
     ctrl: &Arc<Ctrl>,
     dev: &Device<Bound>,
+    tagset: &Arc<TagSet<NvmeOps>>,
     limits: &DiskLimits<'_>,
     passthru: &Arc<Passthru>,
-) -> Result<KVec<GenDisk<NvmeOps>>> {
-    let tagset = tag_set(ctrl)?;
+) -> Result<KVec<NsDisk>> {
     let list = ctrl
         .admin()
         .identify::<NsList>(&ctrl.regs, dev, 0, cmd::CNS_ACTIVE_NS_LIST)?;
@@ -342,7 +366,7 @@ pub(crate) fn add_disks(
         let Some(format) = identify_ns(ctrl, dev, nsid)? else {
             continue;
         };
-        let disk = add_disk(ctrl, dev, &tagset, limits, &format, passthru)?;
+        let disk = add_disk(ctrl, dev, tagset, limits, &format, passthru)?;
         announce(dev, ctrl, limits.info, &format);
         disks.push(disk, GFP_KERNEL)?;
     }

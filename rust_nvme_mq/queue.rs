@@ -364,7 +364,8 @@ impl IoQueue {
                     .slba(lba)
                     .cdw12(blocks - 1))
             }
-            Command::Other(_) => return Err(EOPNOTSUPP),
+            // A passthrough command (`NVME_IOCTL_IO_CMD`), built by `ioctl.rs`.
+            Command::Other(_) => return crate::ioctl::driver_sqe(rq),
         };
         let mut cdw12 = blocks - 1;
         if rq.is_fua() && command == Command::Write {
@@ -483,7 +484,8 @@ impl IoQueue {
             consumed = true;
             st.advance_cq(self.depth);
             if let (Some(rq), Some(entry)) = (st.take(cqe.cid), done.get_mut(n)) {
-                *entry = Some((rq, cmd::status_to_result(cqe.status)));
+                let status = crate::ioctl::io_status(&rq, &cqe);
+                *entry = Some((rq, status));
                 n += 1;
             }
         }

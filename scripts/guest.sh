@@ -6,7 +6,7 @@ trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2
 
 usage() {
     cat <<USAGE
-Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS] [--labelled] [--timeout S]
+Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS] [--labelled] [--nvme-subsys] [--timeout S]
           [--append ARGS] [--log FILE] -- 'GUEST COMMAND'
 
 Uses the kernels and guest tools recorded by scripts/prepare.sh (out/env). The guest gets
@@ -24,6 +24,9 @@ command's status.
   --labelled  add a second NVDIMM of 128M with a label area, backed by \$IMAGES/pmem-labelled.img
               (kept between boots like pmem.img): its region holds namespaces made with
               ndctl create-namespace, stored in the labels
+  --nvme-subsys
+              the NVMe controller is in an NVMe subsystem (Namespace Attachment works) with a
+              second namespace, nsid 2, of 16M backed by \$IMAGES/nvme-ns2.img, detached at boot
   --nvme-null LATENCY_NS
               the NVMe namespace is QEMU's null-aio (no image): each command takes
               LATENCY_NS of host time, many in parallel, reads return zeros
@@ -35,6 +38,7 @@ BUILTIN=0
 DEBUG=0
 ICOUNT=0
 LABELLED=0
+NVME_SUBSYS=0
 NVME_NULL=
 SMP=2
 TIMEOUT=1200
@@ -46,6 +50,7 @@ while [[ $# -gt 0 ]]; do
         --debug) DEBUG=1 ;;
         --icount) ICOUNT=1 ;;
         --labelled) LABELLED=1 ;;
+        --nvme-subsys) NVME_SUBSYS=1 ;;
         --smp|--timeout|--append|--log|--nvme-null)
             [[ $# -ge 2 ]] || { echo "guest: $1 needs an argument" >&2; exit 2; }
             case "$1" in
@@ -86,6 +91,7 @@ args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" -
 [[ $ICOUNT == 1 ]] && args+=(--icount)
 [[ $LABELLED == 1 ]] && args+=(--lpmem-img "$IMAGES/pmem-labelled.img" --lpmem-size 128M)
 [[ -n "$NVME_NULL" ]] && args+=(--nvme-null "$NVME_NULL")
+[[ $NVME_SUBSYS == 1 ]] && args+=(--nvme-ns2-img "$IMAGES/nvme-ns2.img")
 # Keep the console for test output; the tests read kernel messages with dmesg.
 args+=(--append "loglevel=4 ${APPEND}")
 [[ -n "$LOG" ]] && args+=(--log "$LOG")

@@ -94,6 +94,7 @@ cp -r "$TOP"/tests/guest/. "$GUEST_DIR"/
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nowait_read" "$TOP/tests/tools/nowait_read.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/odd_dio" "$TOP/tests/tools/odd_dio.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nvme_passthru" "$TOP/tests/tools/nvme_passthru.c"
+gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nvme_io_passthru" "$TOP/tests/tools/nvme_io_passthru.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/dax_file" "$TOP/tests/tools/dax_file.c"
 
 cat >"$OUT/env" <<ENV

@@ -27,7 +27,7 @@ usage() {
 Usage: $0 --kernel BZIMAGE --initrd FILE [--smp N] [--mem SIZE]
           [--pmem-img PATH] [--pmem-size SIZE] [--lpmem-img PATH --lpmem-size SIZE]
           [--nvme-img PATH] [--nvme-size SIZE] [--nvme-queues N]
-          [--nvme-null LATENCY_NS] [--icount] [--iommu]
+          [--nvme-null LATENCY_NS] [--nvme-ns2-img PATH] [--icount] [--iommu]
           [--append 'EXTRA KERNEL ARGS'] [--timeout SECONDS] [--log FILE] [--help]
 
 Boots QEMU (machine pc,nvdimm=on; TCG with -cpu max, or KVM with -cpu host if RBLK_ACCEL=kvm),
@@ -53,6 +53,9 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
                       every command takes NS nanoseconds of host time and many run in
                       parallel; reads return zeros, writes are dropped (--nvme-size sets the
                       size, --nvme-img is ignored). For queue-depth benchmarks, in wall time.
+  --nvme-ns2-img PATH the NVMe controller joins an NVMe subsystem (nvme-subsys, so that it
+                      supports Namespace Attachment) and gets a second namespace, nsid 2,
+                      backed by PATH (16M, created if missing), detached at boot; needs --nvme-img
   --icount            count guest time in instructions: -icount shift=0,sleep=off (1 guest ns
                       per instruction, all vCPUs round robin on one host thread; time jumps
                       over idle periods). Deterministic CPU cost; not with --nvme-null
@@ -84,7 +87,7 @@ to_bytes() {  # SIZE with K/M/G/T (binary) suffix -> bytes; a bare number means 
 
 KERNEL="" INITRD="" SMP=$DEFAULT_SMP MEM=$DEFAULT_MEM TIMEOUT=$DEFAULT_TIMEOUT LOG=""
 PMEM_IMG="" PMEM_SIZE="" LPMEM_IMG="" LPMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND="" IOMMU=0
-NVME_NULL="" ICOUNT=0
+NVME_NULL="" ICOUNT=0 NVME_NS2_IMG=
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --kernel) need_arg "$@"; KERNEL=$2; shift 2 ;;
@@ -100,6 +103,7 @@ while [[ $# -gt 0 ]]; do
         --nvme-queues) need_arg "$@"; NVME_QUEUES=$2; shift 2 ;;
         --iommu) IOMMU=1; shift ;;
         --nvme-null) need_arg "$@"; NVME_NULL=$2; shift 2 ;;
+        --nvme-ns2-img) need_arg "$@"; NVME_NS2_IMG=$2; shift 2 ;;
         --icount) ICOUNT=1; shift ;;
         --append) [[ $# -ge 2 ]] || die "--append needs an argument"; APPEND=$2; shift 2 ;;
         --timeout) need_arg "$@"; TIMEOUT=$2; shift 2 ;;
@@ -118,6 +122,7 @@ done
 # null-aio's latency runs on QEMU's real-time clock while icount's guest time follows instructions:
 # mixed, the device's pace would depend on the host's speed again.
 [[ -n "$NVME_NULL" && $ICOUNT == 1 ]] && die "--nvme-null and --icount do not mix (the device latency is host time, icount's clock is guest instructions)"
+[[ -z "$NVME_NS2_IMG" || -z "$NVME_NULL" ]] || die "--nvme-ns2-img and --nvme-null do not mix"
 command -v "$QEMU_BIN" >/dev/null || die "$QEMU_BIN not found"
 MIB=$((1024 * 1024))
 mem_mib=$(($(to_bytes "$MEM") / MIB))
@@ -189,8 +194,17 @@ if [[ -n "$NVME_NULL" ]]; then
 elif [[ -n "$NVME_IMG" || -n "$NVME_SIZE" || -n "$NVME_QUEUES" ]]; then
     NVME_IMG=${NVME_IMG:-$IMG_DIR/nvme0.img}
     prepare_image "$NVME_IMG" "$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}")"
-    QEMU+=(-drive "file=$NVME_IMG,if=none,id=nvm,format=raw"
-           -device "nvme,serial=$NVME_SERIAL,drive=nvm,max_ioqpairs=${NVME_QUEUES:-$SMP}")
+    QEMU+=(-drive "file=$NVME_IMG,if=none,id=nvm,format=raw")
+    if [[ -n "$NVME_NS2_IMG" ]]; then
+        prepare_image "$NVME_NS2_IMG" "$((16 * MIB))"
+        QEMU+=(-drive "file=$NVME_NS2_IMG,if=none,id=nvm2,format=raw"
+               -device "nvme-subsys,id=nvsubsys,nqn=rblk-subsys"
+               -device "nvme,id=nvctrl,serial=$NVME_SERIAL,subsys=nvsubsys,max_ioqpairs=${NVME_QUEUES:-$SMP}"
+               -device "nvme-ns,drive=nvm,bus=nvctrl,nsid=1"
+               -device "nvme-ns,drive=nvm2,bus=nvctrl,nsid=2,detached=on")
+    else
+        QEMU+=(-device "nvme,serial=$NVME_SERIAL,drive=nvm,max_ioqpairs=${NVME_QUEUES:-$SMP}")
+    fi
 fi
 QEMU+=(-append "$KERNEL_ARGS_BASE${APPEND:+ $APPEND}")
 

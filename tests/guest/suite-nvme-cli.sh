@@ -191,6 +191,8 @@ test_bad_input() {
     expect_eq "unprivileged identify" "$(line $f unpriv_identify_ctrl)" "unpriv_identify_ctrl rc=0 errno=0 same=1"
     expect_eq "unprivileged log page" "$(line $f unpriv_smart_log)" "unpriv_smart_log rc=-1 errno=EACCES"
     expect_eq "unprivileged reset" "$(line $f unpriv_reset)" "unpriv_reset rc=-1 errno=EACCES"
+    expect_eq "rescan" "$(line $f rescan)" "rescan rc=0 errno=0"
+    expect_eq "unprivileged rescan" "$(line $f unpriv_rescan)" "unpriv_rescan rc=-1 errno=EACCES"
     expect_eq "unprivileged open" "$(line $f unpriv_open)" "unpriv_open rc=-1 errno=EACCES"
     grep -q "^get_features_7 rc=0 errno=0 result=0x" $f || fail "get features 7: $(line $f get_features_7)"
     expect_eq "64-bit result" "$(line $f get_features_7_64 | sed 's/result=0x0*/result=/; s/_64//')" \
@@ -207,7 +209,7 @@ test_bad_input_like_c() {
     for k in identify_ctrl identify_bad_addr admin_cmd_bad_arg \
         admin64_cmd_bad_arg flags_set opcode_reserved opcode_vendor get_features_7 \
         get_features_7_64 set_features_7 set_features_bad_addr ioctl_id unknown_ioctl \
-        unpriv_identify_ctrl unpriv_smart_log unpriv_reset unpriv_open; do
+        unpriv_identify_ctrl unpriv_smart_log unpriv_reset unpriv_open rescan unpriv_rescan; do
         expect_eq "$k like the C driver" "$(line $R_DIR/passthru.txt $k)" "$(line $C_DIR/passthru.txt $k)"
     done
 }

@@ -183,6 +183,7 @@ int main(int argc, char **argv)
 	}
 	case_rc("ioctl_id", NVME_IOCTL_ID, NULL);
 	case_rc("unknown_ioctl", _IO('N', 0x7f), NULL);
+	case_rc("rescan", NVME_IOCTL_RESCAN, NULL);
 
 	/* Without privileges: the identify commands stay allowed, the rest is refused. */
 	if (setresuid(65534, 65534, 65534)) {
@@ -198,6 +199,7 @@ int main(int argc, char **argv)
 		case_rc("unpriv_smart_log", NVME_IOCTL_ADMIN_CMD, &c);
 	}
 	case_rc("unpriv_reset", NVME_IOCTL_RESET, NULL);
+	case_rc("unpriv_rescan", NVME_IOCTL_RESCAN, NULL);
 	{
 		int fd2 = open(argv[1], O_RDWR);
 

@@ -1,0 +1,130 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# NVME_IOCTL_RESCAN (`nvme ns-rescan /dev/rnvme0`) on rust_nvme_mq. Boot with --nvme-subsys:
+# the controller is in an NVMe subsystem with namespace 1 (the usual image) attached and
+# namespace 2 (16M) detached, so that Namespace Attachment commands (through the admin
+# passthrough) make namespaces come and go. Each test runs with `set -euo pipefail` (lib.sh's
+# `t`); the suite itself does not stop at a failed test.
+if [[ ${1:-} == --help ]]; then
+    echo "usage: bash /tests/suite-nvme-rescan.sh   (in the guest, as root; boot with --nvme-subsys)"
+    exit 0
+fi
+. /tests/lib.sh
+. /tests/nvme-lib.sh
+
+CDEV=/dev/rnvme0
+DEV2=/dev/rnvme0n2
+
+# devno DEV: major:minor of a block device.
+devno() { stat -c '%t:%T' "$1"; }
+
+# attach_cmd SEL: Namespace Attachment (opcode 0x15) of namespace 2 to this controller through
+# the admin passthrough: SEL 0 attaches, 1 detaches. The data is a controller list: a count
+# (16 bit) and the controller ids.
+attach_cmd() {
+    local cntlid
+    cntlid=$(nvme id-ctrl $CDEV -o json | sed -n 's/^[[:space:]]*"cntlid"[[:space:]]*:[[:space:]]*\([0-9]*\).*/\1/p')
+    [[ -n $cntlid ]] || fail "no cntlid in nvme id-ctrl"
+    {
+        printf '\x01\x00'
+        printf "\\x$(printf %02x $((cntlid & 255)))\\x$(printf %02x $((cntlid >> 8)))"
+        head -c 4092 /dev/zero
+    } >/tmp/ctrl-list
+    nvme admin-passthru $CDEV --opcode=0x15 --namespace-id=2 --cdw10="$1" --data-len=4096 \
+        --write --input-file=/tmp/ctrl-list
+}
+
+test_subsys_layout() {
+    load_nvme
+    [[ -b $DEV ]] || fail "no $DEV"
+    [[ ! -e $DEV2 ]] || fail "$DEV2 exists, but namespace 2 should be detached at boot (--nvme-subsys?)"
+    # The active namespace list (Identify CNS 2 through the passthrough): only namespace 1.
+    nvme list-ns $CDEV | tee /tmp/active-ns
+    expect_eq "active namespaces" "$(grep -c ':0x' /tmp/active-ns)" 1
+    grep -q ':0x1$' /tmp/active-ns || fail "namespace 1 not active"
+}
+
+test_rescan_unchanged() {
+    load_nvme
+    local before
+    before=$(devno $DEV)
+    dd if=/dev/urandom of=/tmp/pattern bs=1M count=4 status=none
+    dd if=/tmp/pattern of=$DEV bs=1M oflag=direct status=none
+    exec 3<$DEV
+    dmesg -c >/dev/null
+    nvme ns-rescan $CDEV || fail "nvme ns-rescan failed"
+    expect_eq "disk kept (same device number)" "$(devno $DEV)" "$before"
+    [[ ! -e $DEV2 ]] || fail "$DEV2 appeared, namespace 2 is detached"
+    cmp <(dd if=/proc/self/fd/3 bs=1M count=4 iflag=direct status=none) /tmp/pattern ||
+        fail "reading through a file opened before the rescan"
+    exec 3<&-
+    if dmesg | grep -E "rnvme0n1|namespace gone"; then fail "the rescan touched namespace 1"; fi
+    # Rescans during I/O: the I/O goes on and verifies.
+    fio --name=r --filename=$DEV --direct=1 --rw=randrw --bs=4k --iodepth=16 --ioengine=libaio \
+        --size=32M --time_based --runtime=5 --verify=crc32c --output=/tmp/fio.out &
+    local pid=$! i
+    sleep 1
+    for i in 1 2 3 4 5 6 7 8; do
+        nvme ns-rescan $CDEV || fail "nvme ns-rescan $i during I/O failed"
+        sleep 0.3
+    done
+    wait $pid || { cat /tmp/fio.out; fail "fio failed across rescans"; }
+    grep -E "err=|IOPS" /tmp/fio.out | head -3
+    expect_eq "disk kept after rescans during I/O" "$(devno $DEV)" "$before"
+    unload_nvme
+}
+
+test_rescan_attach_detach() {
+    load_nvme
+    dmesg -c >/dev/null
+    local before
+    before=$(devno $DEV)
+    attach_cmd 0 || fail "Namespace Attachment (attach) through the admin passthrough failed"
+    # The controller has attached it; the driver learns it only from a rescan (no AEN).
+    [[ ! -e $DEV2 ]] || fail "$DEV2 before the rescan"
+    nvme ns-rescan $CDEV
+    wait_dev $DEV2
+    expect_eq "size of namespace 2" "$(bytes_of rnvme0n2)" $((16 * 1024 * 1024))
+    [[ -e /sys/block/rnvme0n2/device ]] || fail "no device link for the new disk"
+    expect_eq "new disk's parent" "$(readlink -f /sys/block/rnvme0n2/device)" \
+        "$(readlink -f /sys/block/rnvme0n1/device)"
+    expect_eq "NVME_IOCTL_ID of the new disk" "$(nvme get-ns-id $DEV2 | sed 's/.*namespace-id://; s/ //g')" 2
+    dd if=/dev/urandom of=/tmp/p2 bs=1M count=2 status=none
+    dd if=/tmp/p2 of=$DEV2 bs=1M oflag=direct status=none
+    cmp <(dd if=$DEV2 bs=1M count=2 iflag=direct status=none) /tmp/p2 || fail "I/O on the new disk"
+    expect_eq "namespace 1 kept" "$(devno $DEV)" "$before"
+    # Rescan again: both stay.
+    nvme ns-rescan $CDEV
+    [[ -b $DEV2 ]] || fail "$DEV2 gone after a second rescan"
+    # Detach with nvme-cli, then rescan: the disk goes, namespace 1 stays and works.
+    local cntlid
+    cntlid=$(nvme id-ctrl $CDEV -o json | sed -n 's/^[[:space:]]*"cntlid"[[:space:]]*:[[:space:]]*\([0-9]*\).*/\1/p')
+    nvme detach-ns $CDEV --namespace-id=2 --controllers="$cntlid" || fail "nvme detach-ns failed"
+    nvme ns-rescan $CDEV
+    wait_gone $DEV2
+    dmesg | grep -q "rnvme0n2: namespace gone" || fail "no removal message"
+    expect_eq "namespace 1 kept" "$(devno $DEV)" "$before"
+    fio_verify $DEV --size=16M
+    # nvme-cli attach-ns, rescan: the disk is back with the data written before.
+    nvme attach-ns $CDEV --namespace-id=2 --controllers="$cntlid" || fail "nvme attach-ns failed"
+    nvme ns-rescan $CDEV
+    wait_dev $DEV2
+    cmp <(dd if=$DEV2 bs=1M count=2 iflag=direct status=none) /tmp/p2 || fail "data of namespace 2 after detach/attach"
+    # Unloading with the added disk: both go.
+    unload_nvme
+    [[ ! -e $DEV2 ]] || fail "$DEV2 still there after rmmod"
+    # Namespace 2 stays attached in the controller: a new probe finds it without a rescan.
+    load_nvme
+    wait_dev $DEV2
+    attach_cmd 1 || fail "detach through the admin passthrough failed"
+    nvme ns-rescan $CDEV
+    wait_gone $DEV2
+    unload_nvme
+}
+
+test_no_kernel_warnings() { kernel_clean; }
+
+t nvme_rescan_subsys_layout test_subsys_layout
+t nvme_rescan_unchanged test_rescan_unchanged
+t nvme_rescan_attach_detach test_rescan_attach_detach
+t nvme_rescan_kernel_clean test_no_kernel_warnings
