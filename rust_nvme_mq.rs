@@ -113,7 +113,7 @@
 //!
 //! Not implemented: `NVME_IOCTL_SUBMIT_IO`, `NVME_IOCTL_SUBSYS_RESET`, vectored and io_uring
 //! passthrough, metadata/protection information, namespaces with LBA formats that carry metadata,
-//! reset on CSTS.CFS outside a timeout, polled queues.
+//! reset on CSTS.CFS outside a timeout.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;

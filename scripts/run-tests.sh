@@ -173,6 +173,17 @@ if [[ -n "${KBUILD_DEBUG:-}" ]]; then
     debug_log_clean debug_nvme
     boot debug_nvme_latency --debug --smp 4 --nvme-null 100000000 --timeout 3600 --append loglevel=8 -- 'bash /tests/suite-nvme-latency.sh'
     debug_log_clean debug_nvme_latency
+    # The newer paths under lockdep, KASAN and DMA-API debugging: resets from the work item,
+    # the character device and ioctls (files held open across an unbind), poll queues, DAX.
+    for suite in nvme_reset nvme_cli nvme_io_passthru nvme_poll; do
+        smp=4
+        [[ $suite == nvme_cli || $suite == nvme_io_passthru ]] && smp=2
+        boot "debug_$suite" --debug --smp "$smp" --timeout 3600 --append loglevel=8 -- \
+            "bash /tests/suite-${suite//_/-}.sh"
+        debug_log_clean "debug_$suite"
+    done
+    boot debug_dax_write --debug --labelled --timeout 3600 --append loglevel=8 -- 'bash /tests/suite-dax.sh write'
+    debug_log_clean debug_dax_write
     PREFIX=
 else
     echo "test: SKIPPED the debug-kernel suites: the debug kernel is not built (make test-debug builds and runs it, ~30 min the first time)"
