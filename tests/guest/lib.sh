@@ -48,6 +48,26 @@ driver_of() {
     echo "${link##*/}"
 }
 
+# The region of the labelled NVDIMM: its namespaces are of type pmem (5), not io (4).
+find_labelled_region() {
+    local r
+    for r in $ND/devices/region*; do
+        [[ $(cat $r/nstype) == 5 ]] && { echo "${r##*/}"; return 0; }
+    done
+    return 1
+}
+
+# A fresh label area holds no index block, and libnvdimm then drives the DIMM label-less (one
+# io namespace over the whole region). Write the index blocks once; they stay in the image.
+labelled_region() {
+    find_labelled_region && return 0
+    ndctl disable-region all >&2
+    # The unlabelled NVDIMM has no label area, so init-labels fails for that DIMM.
+    ndctl init-labels all >&2 || true
+    ndctl enable-region all >&2
+    find_labelled_region || fail "no labelled region (boot with guest.sh --labelled)" >&2
+}
+
 load_rust_pmem() { insmod "$MODDIR/rust_pmem.ko" "$@"; wait_dev /dev/rpmem0; }
 unload_module() { # NAME: rmmod, retrying while a closing opener still pins it
     local i

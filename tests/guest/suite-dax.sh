@@ -23,24 +23,6 @@ FILE=$MNT/pattern
 FILE_BYTES=$((16 << 20))
 SEED=4711
 
-# The region of the labelled NVDIMM: its namespaces are of type pmem (5), not io (4).
-find_labelled_region() {
-    local r
-    for r in $ND/devices/region*; do
-        [[ $(cat $r/nstype) == 5 ]] && { echo "${r##*/}"; return 0; }
-    done
-    return 1
-}
-
-# Write the label index blocks if the label area is fresh (as suite-ndctl.sh does).
-labelled_region() {
-    find_labelled_region && return 0
-    ndctl disable-region all >&2
-    ndctl init-labels all >&2 || true
-    ndctl enable-region all >&2
-    find_labelled_region || fail "no labelled region (boot with guest.sh --labelled)" >&2
-}
-
 # fsdax_disk REGION: the disk of the region's fsdax namespace, waiting up to 5 s for it (the
 # pfn device is registered asynchronously when rust_pmem finds the namespace's info block).
 fsdax_disk() {

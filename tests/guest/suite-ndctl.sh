@@ -5,26 +5,6 @@
 # destroy-namespace removes them. The unlabelled NVDIMM's region0 is left alone.
 source /tests/lib.sh
 
-# The region of the labelled NVDIMM: its namespaces are of type pmem (5), not io (4).
-find_labelled_region() {
-    local r
-    for r in $ND/devices/region*; do
-        [[ $(cat $r/nstype) == 5 ]] && { echo "${r##*/}"; return 0; }
-    done
-    return 1
-}
-
-# A fresh label area holds no index block, and libnvdimm then drives the DIMM label-less (one
-# io namespace over the whole region). Write the index blocks once; they stay in the image.
-labelled_region() {
-    find_labelled_region && return 0
-    ndctl disable-region all >&2
-    # The unlabelled NVDIMM has no label area, so init-labels fails for that DIMM.
-    ndctl init-labels all >&2 || true
-    ndctl enable-region all >&2
-    find_labelled_region || fail "no labelled region (boot with guest.sh --labelled)" >&2
-}
-
 # create_ns REGION SIZE: create a raw namespace for rust_pmem, print its disk name.
 create_ns() {
     local seed out
