@@ -313,6 +313,14 @@ impl Ctrl {
         CtrlState::from_raw(self.state.load(Relaxed))
     }
 
+    /// Change the state from `Live` to `to`; whether this call did it (of callers racing for
+    /// it, only one does).
+    fn leave_live(&self, to: CtrlState) -> bool {
+        self.state
+            .cmpxchg(CtrlState::Live as i32, to as i32, Relaxed)
+            .is_ok()
+    }
+
     fn set_state(&self, state: CtrlState) {
         self.state.store(state as i32, Relaxed);
     }
@@ -375,12 +383,7 @@ impl Ctrl {
             self.give_up();
             return;
         }
-        let from = CtrlState::Live as i32;
-        if self
-            .state
-            .cmpxchg(from, CtrlState::Resetting as i32, Relaxed)
-            .is_err()
-        {
+        if !self.leave_live(CtrlState::Resetting) {
             return;
         }
         // Cannot be queued already: only the change from `Live` to `Resetting` queues it.
@@ -399,12 +402,7 @@ impl Ctrl {
     /// not wait for a command the controller lost. Nothing to do if a reset runs (it requeues)
     /// or the controller is dead already.
     fn give_up(&self) {
-        let from = CtrlState::Live as i32;
-        if self
-            .state
-            .cmpxchg(from, CtrlState::Dead as i32, Relaxed)
-            .is_err()
-        {
+        if !self.leave_live(CtrlState::Dead) {
             return;
         }
         let failed = self.stop_and_requeue_all(&mut self.admin.lock());
