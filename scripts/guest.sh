@@ -7,7 +7,7 @@ trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2
 usage() {
     cat <<USAGE
 Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS] [--labelled] [--nvme-subsys] [--timeout S]
-          [--append ARGS] [--log FILE] -- 'GUEST COMMAND'
+          [--init-deadline S] [--append ARGS] [--log FILE] -- 'GUEST COMMAND'
 
 Uses the kernels and guest tools recorded by scripts/prepare.sh (out/env). The guest gets
 an NVDIMM of \$RBLK_PMEM_SIZE (default 256M) backed by \$IMAGES/pmem.img, kept between boots,
@@ -30,6 +30,11 @@ command's status.
   --nvme-null LATENCY_NS
               the NVMe namespace is QEMU's null-aio (no image): each command takes
               LATENCY_NS of host time, many in parallel, reads return zeros
+  --timeout S wall-clock limit for the whole boot (default 1200)
+  --init-deadline S
+              wall-clock limit for the kernel to start the initramfs's /init (default 300;
+              a debug kernel gets there in ~20 s under TCG). A guest stuck in early boot is
+              ended then and this script exits with 120
 USAGE
 }
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +47,7 @@ NVME_SUBSYS=0
 NVME_NULL=
 SMP=2
 TIMEOUT=1200
+INIT_DEADLINE=300
 APPEND=
 LOG=
 while [[ $# -gt 0 ]]; do
@@ -51,11 +57,12 @@ while [[ $# -gt 0 ]]; do
         --icount) ICOUNT=1 ;;
         --labelled) LABELLED=1 ;;
         --nvme-subsys) NVME_SUBSYS=1 ;;
-        --smp|--timeout|--append|--log|--nvme-null)
+        --smp|--timeout|--init-deadline|--append|--log|--nvme-null)
             [[ $# -ge 2 ]] || { echo "guest: $1 needs an argument" >&2; exit 2; }
             case "$1" in
                 --smp) SMP=$2 ;;
                 --timeout) TIMEOUT=$2 ;;
+                --init-deadline) INIT_DEADLINE=$2 ;;
                 --append) APPEND=$2 ;;
                 --log) LOG=$2 ;;
                 --nvme-null) NVME_NULL=$2 ;;
@@ -86,7 +93,7 @@ extra=()
 args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" --mem 2G
       --pmem-img "$IMAGES/pmem.img" --pmem-size "${RBLK_PMEM_SIZE:-256M}"
       --nvme-img "$IMAGES/nvme.img" --nvme-size "${RBLK_NVME_SIZE:-256M}" --nvme-queues 4
-      --timeout "$TIMEOUT")
+      --timeout "$TIMEOUT" --init-deadline "$INIT_DEADLINE")
 [[ $DEBUG == 1 ]] && args+=(--iommu)
 [[ $ICOUNT == 1 ]] && args+=(--icount)
 [[ $LABELLED == 1 ]] && args+=(--lpmem-img "$IMAGES/pmem-labelled.img" --lpmem-size 128M)
@@ -95,4 +102,7 @@ args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" -
 # Keep the console for test output; the tests read kernel messages with dmesg.
 args+=(--append "loglevel=4 ${APPEND}")
 [[ -n "$LOG" ]] && args+=(--log "$LOG")
-exec "$TOP/scripts/qemu-run.sh" "${args[@]}"
+# Not exec: the EXIT trap deletes the initramfs (38 MB each boot) when QEMU is done.
+rc=0
+"$TOP/scripts/qemu-run.sh" "${args[@]}" || rc=$?
+exit "$rc"

@@ -18,6 +18,8 @@ TAIL_LINES=40                         # console lines repeated after a timeout /
 TAIL_POLL=0.2                         # seconds: how often the console follower checks QEMU is alive
 EXIT_TIMEOUT=124                      # our status when the guest timed out without a status line
 EXIT_NO_STATUS=125                    # our status when QEMU ended without a status line
+EXIT_NO_INIT=120                      # our status when the guest did not reach /init in time
+INIT_MARKER="rblk-init: started"      # the first console line of scripts/make-initramfs.sh's /init
 KERNEL_ARGS_BASE="console=ttyS0 panic=-1 loglevel=7"
 IMG_DIR=${RBLK_IMAGES:-/var/tmp/rust-blk-images}
 QEMU_BIN=${RBLK_QEMU:-qemu-system-x86_64}
@@ -28,12 +30,14 @@ Usage: $0 --kernel BZIMAGE --initrd FILE [--smp N] [--mem SIZE]
           [--pmem-img PATH] [--pmem-size SIZE] [--lpmem-img PATH --lpmem-size SIZE]
           [--nvme-img PATH] [--nvme-size SIZE] [--nvme-queues N]
           [--nvme-null LATENCY_NS] [--nvme-ns2-img PATH] [--icount] [--iommu]
-          [--append 'EXTRA KERNEL ARGS'] [--timeout SECONDS] [--log FILE] [--help]
+          [--append 'EXTRA KERNEL ARGS'] [--timeout SECONDS] [--init-deadline SECONDS]
+          [--log FILE] [--help]
 
 Boots QEMU (machine pc,nvdimm=on; TCG with -cpu max, or KVM with -cpu host if RBLK_ACCEL=kvm),
 streams the serial console to stdout and to the log file, and exits with the status from the
 guest's "RBLK-EXIT <n>" line (see scripts/make-initramfs.sh --cmd). Without that line: $EXIT_TIMEOUT
-if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repeated), else $EXIT_NO_STATUS
+if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repeated), $EXIT_NO_INIT if
+--init-deadline passed before the guest's /init started (QEMU is killed), else $EXIT_NO_STATUS
 (guest panicked, QEMU failed to start, ...).
 
   --smp N             vCPUs (default $DEFAULT_SMP)
@@ -63,6 +67,9 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
                       the command line): every device DMA goes through IOMMU mappings
   --append ARGS       extra kernel command line, after "$KERNEL_ARGS_BASE"
   --timeout SECONDS   wall-clock limit for the whole boot (default $DEFAULT_TIMEOUT)
+  --init-deadline S   wall-clock limit for the kernel to start /init, seen as the console line
+                      "$INIT_MARKER" of this project's initramfs (default: none). A kernel
+                      that stops early in boot is then ended within S seconds, not at --timeout
   --log FILE          console log (default: a temporary file, deleted at exit)
 
 Images are created (sparse, truncate) when missing and KEPT across boots, so data persistence can
@@ -85,7 +92,7 @@ to_bytes() {  # SIZE with K/M/G/T (binary) suffix -> bytes; a bare number means 
     numfmt --from=iec "${v^^}"
 }
 
-KERNEL="" INITRD="" SMP=$DEFAULT_SMP MEM=$DEFAULT_MEM TIMEOUT=$DEFAULT_TIMEOUT LOG=""
+KERNEL="" INITRD="" SMP=$DEFAULT_SMP MEM=$DEFAULT_MEM TIMEOUT=$DEFAULT_TIMEOUT LOG="" INIT_DEADLINE=""
 PMEM_IMG="" PMEM_SIZE="" LPMEM_IMG="" LPMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND="" IOMMU=0
 NVME_NULL="" ICOUNT=0 NVME_NS2_IMG=
 while [[ $# -gt 0 ]]; do
@@ -107,6 +114,7 @@ while [[ $# -gt 0 ]]; do
         --icount) ICOUNT=1; shift ;;
         --append) [[ $# -ge 2 ]] || die "--append needs an argument"; APPEND=$2; shift 2 ;;
         --timeout) need_arg "$@"; TIMEOUT=$2; shift 2 ;;
+        --init-deadline) need_arg "$@"; INIT_DEADLINE=$2; shift 2 ;;
         --log) need_arg "$@"; LOG=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument $1" ;;
@@ -117,6 +125,7 @@ done
 [[ -f "$INITRD" ]] || die "initrd $INITRD not found"
 [[ "$SMP" =~ ^[1-9][0-9]*$ ]] || die "--smp must be a positive integer"
 [[ "$TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive integer (seconds)"
+[[ -z "$INIT_DEADLINE" || "$INIT_DEADLINE" =~ ^[1-9][0-9]*$ ]] || die "--init-deadline must be a positive integer (seconds)"
 [[ -z "$NVME_QUEUES" || "$NVME_QUEUES" =~ ^[1-9][0-9]*$ ]] || die "--nvme-queues must be a positive integer"
 [[ -z "$NVME_NULL" || "$NVME_NULL" =~ ^[0-9]+$ ]] || die "--nvme-null takes a latency in nanoseconds (an integer), not '$NVME_NULL'"
 # null-aio's latency runs on QEMU's real-time clock while icount's guest time follows instructions:
@@ -218,7 +227,7 @@ fi
 # QEMU runs under `timeout` (which enforces the deadline even if this script is killed), writes the
 # console to the log file, and `tail` follows the file to stdout until QEMU is gone.
 # --foreground keeps QEMU in our process group, so it can read the terminal when there is one.
-TPID="" TAILPID="" STTY_SAVED=""
+TPID="" TAILPID="" WATCHPID="" STTY_SAVED="" NO_INIT_FLAG=""
 # Hand the terminal to the guest only when it is ours (foreground); otherwise QEMU would stop on
 # SIGTTIN. Any other stdin is not forwarded.
 GUEST_STDIN=/dev/null
@@ -239,6 +248,8 @@ cleanup() {
         kill -KILL "$TPID" "${qpids[@]}" 2>/dev/null || true
     fi
     if [[ -n "$TAILPID" ]]; then kill "$TAILPID" 2>/dev/null || true; fi
+    if [[ -n "$WATCHPID" ]]; then kill "$WATCHPID" 2>/dev/null || true; fi
+    if [[ -n "$NO_INIT_FLAG" ]]; then rm -f "$NO_INIT_FLAG"; fi
     if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
     [[ "$KEEP_LOG" == 1 ]] || rm -f "$LOG"
     exit "$rc"
@@ -253,9 +264,39 @@ timeout --foreground --kill-after="$KILL_GRACE" "$TIMEOUT" "${QEMU[@]}" <"$GUEST
 TPID=$!
 tail -n +1 -s "$TAIL_POLL" -F --pid="$TPID" "$LOG" 2>/dev/null &
 TAILPID=$!
+# watch_init: end QEMU if the guest's /init has not started INIT_DEADLINE seconds after launch
+# (a kernel stuck in early boot would otherwise hold the whole --timeout).
+watch_init() {
+    local waited=0
+    while kill -0 "$TPID" 2>/dev/null; do
+        grep -qaF "$INIT_MARKER" "$LOG" && return 0
+        if ((waited >= INIT_DEADLINE)); then
+            : >"$NO_INIT_FLAG"
+            local qpids=()
+            mapfile -t qpids < <(pgrep -P "$TPID" || true)
+            kill -TERM "$TPID" 2>/dev/null || true
+            sleep "$KILL_GRACE"
+            kill -KILL "$TPID" "${qpids[@]}" 2>/dev/null || true
+            return 0
+        fi
+        sleep 1
+        waited=$((waited + 1))
+    done
+}
+if [[ -n "$INIT_DEADLINE" ]]; then
+    NO_INIT_FLAG=$(mktemp "${TMPDIR:-/tmp}/qemu-run.noinit.XXXXXX")
+    rm -f "$NO_INIT_FLAG"
+    watch_init &
+    WATCHPID=$!
+fi
 trc=0
 wait "$TPID" || trc=$?
 TPID=""
+if [[ -n "$WATCHPID" ]]; then
+    kill "$WATCHPID" 2>/dev/null || true
+    wait "$WATCHPID" 2>/dev/null || true
+    WATCHPID=""
+fi
 wait "$TAILPID" 2>/dev/null || true
 TAILPID=""
 if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
@@ -272,7 +313,10 @@ if [[ -n "$status" ]]; then
     log "guest exit status $status after $elapsed s$where"
     exit "$status"
 fi
-if ((timed_out)); then
+if [[ -n "$NO_INIT_FLAG" && -e "$NO_INIT_FLAG" ]]; then
+    echo "qemu-run: the guest's /init did not start within $INIT_DEADLINE s (no '$INIT_MARKER' line; the kernel stopped in early boot)$where" >&2
+    rc=$EXIT_NO_INIT
+elif ((timed_out)); then
     echo "qemu-run: TIMEOUT after $TIMEOUT s$where" >&2
     rc=$EXIT_TIMEOUT
 else

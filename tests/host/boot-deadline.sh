@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Host test: a guest that does not reach /init in time is ended at guest.sh's --init-deadline
+# (exit 120, with the reason), not at the boot's --timeout, and no initramfs is left behind.
+set -euo pipefail
+# Never fail silently: name the command that failed under set -e.
+trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+
+usage() {
+    cat <<USAGE
+Usage: $0 [--help]
+
+Needs scripts/prepare.sh to have run (out/env). Boots the main kernel with --init-deadline 3
+(no kernel reaches /init in 3 s under TCG) and --timeout 300, and checks that guest.sh exits
+120 within 60 s, says why on stderr and leaves no initrd.*.cpio.gz in the output directory.
+Prints "PASS name" / "FAIL name" lines.
+USAGE
+}
+case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    "") ;;
+    *) echo "boot-deadline: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+esac
+
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${RBLK_OUT:-$TOP/out}
+[[ -f "$OUT/env" ]] || { echo "boot-deadline: $OUT/env is missing: run scripts/prepare.sh first" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+before=$(find "$OUT" -maxdepth 1 -name 'initrd.*.cpio.gz' | wc -l)
+s=$(date +%s)
+rc=0
+"$TOP/scripts/guest.sh" --init-deadline 3 --timeout 300 --log "$tmp/console.log" -- true \
+    >/dev/null 2>"$tmp/stderr" || rc=$?
+took=$(($(date +%s) - s))
+after=$(find "$OUT" -maxdepth 1 -name 'initrd.*.cpio.gz' | wc -l)
+
+if [[ $rc == 120 && $took -lt 60 ]] && grep -q "did not start within 3 s" "$tmp/stderr"; then
+    echo "PASS boot_stuck_before_init_ends_at_deadline"
+else
+    echo "FAIL boot_stuck_before_init_ends_at_deadline"
+    echo "    | guest.sh exited $rc after $took s (want 120 in < 60 s, with the reason on stderr):"
+    tail -n 5 "$tmp/stderr" | sed 's/^/    | /'
+fi
+if [[ $after -le $before ]]; then
+    echo "PASS boot_leaves_no_initramfs"
+else
+    echo "FAIL boot_leaves_no_initramfs"
+    echo "    | $OUT holds $after initrd.*.cpio.gz after the boot, $before before"
+fi
