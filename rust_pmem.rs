@@ -342,13 +342,17 @@ fn create_fsdax_disk(pfn: &nvdimm::Pfn<device::Core<'_>>, nowait: bool) -> Resul
     let mem = Arc::new(mem, GFP_KERNEL)?;
     let bb = Arc::pin_init(BadBlocks::new(), GFP_KERNEL)?;
     pfn.populate_badblocks(&bb, &mem);
-    let dax = dax::Device::new(
+    let mut dax = dax::Device::new(
         mem.clone(),
         PmemDax {
             mem: mem.clone(),
             bb: bb.clone(),
         },
     )?;
+    // Stores flushed from the CPU cache are durable on such a region: MAP_SYNC is allowed.
+    if pfn.is_sync() {
+        dax.set_synchronous();
+    }
     build_disk(dev, name, mem, bb, Some(dax), nowait)
 }
 

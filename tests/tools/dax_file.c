@@ -8,6 +8,10 @@
  *                                   with a pattern derived from SEED, msync(MS_SYNC)
  *   dax_file check FILE BYTES SEED  read FILE through a mmap, exit 1 at the first byte that
  *                                   differs from the pattern (naming its offset)
+ *   dax_file mapsync FILE           map FILE's first page with MAP_SHARED_VALIDATE | MAP_SYNC
+ *                                   and store its first word back through the mapping (a
+ *                                   write fault, which MAP_SYNC makes commit the metadata);
+ *                                   exit 0 if the kernel granted the mapping, 1 if not
  *
  * Usage errors exit 2, system call failures 1 with the call and errno.
  */
@@ -25,6 +29,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef MAP_SHARED_VALIDATE
+#define MAP_SHARED_VALIDATE 0x03
+#endif
+#ifndef MAP_SYNC
+#define MAP_SYNC 0x080000
+#endif
 #ifndef STATX_ATTR_DAX
 #define STATX_ATTR_DAX 0x00200000
 #endif
@@ -122,12 +132,33 @@ static int do_map(const char *file, size_t bytes, uint64_t seed, int write)
 	return 0;
 }
 
+static int do_mapsync(const char *file)
+{
+	volatile uint64_t *p;
+	int fd = open(file, O_RDWR);
+
+	if (fd < 0)
+		return die("open", file);
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+	if (p == MAP_FAILED) {
+		printf("mmap MAP_SYNC %s: %s\n", file, strerror(errno));
+		close(fd);
+		return 1;
+	}
+	p[0] = p[0];
+	munmap((void *)p, 4096);
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "statx"))
 		return do_statx(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "fiemap"))
 		return do_fiemap(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "mapsync"))
+		return do_mapsync(argv[2]);
 	if (argc == 5 && (!strcmp(argv[1], "write") || !strcmp(argv[1], "check"))) {
 		size_t bytes = strtoull(argv[3], NULL, 0);
 		uint64_t seed = strtoull(argv[4], NULL, 0);
@@ -138,6 +169,6 @@ int main(int argc, char **argv)
 		}
 		return do_map(argv[2], bytes, seed, argv[1][0] == 'w');
 	}
-	fprintf(stderr, "usage: %s statx|fiemap FILE | write|check FILE BYTES SEED\n", argv[0]);
+	fprintf(stderr, "usage: %s statx|fiemap|mapsync FILE | write|check FILE BYTES SEED\n", argv[0]);
 	return 2;
 }
