@@ -268,6 +268,9 @@ TAILPID=$!
 # (a kernel stuck in early boot would otherwise hold the whole --timeout).
 watch_init() {
     local waited=0
+    # Not this subshell's to hold: the image locks must go with QEMU, not with a sleep here.
+    if [[ -n "${pmem_lock:-}" ]]; then exec {pmem_lock}<&-; fi
+    if [[ -n "${lpmem_lock:-}" ]]; then exec {lpmem_lock}<&-; fi
     while kill -0 "$TPID" 2>/dev/null; do
         grep -qaF "$INIT_MARKER" "$LOG" && return 0
         if ((waited >= INIT_DEADLINE)); then

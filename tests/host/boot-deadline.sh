@@ -11,7 +11,8 @@ Usage: $0 [--help]
 
 Needs scripts/prepare.sh to have run (out/env). Boots the main kernel with --init-deadline 3
 (no kernel reaches /init in 3 s under TCG) and --timeout 300, and checks that guest.sh exits
-120 within 60 s, says why on stderr and leaves no initrd.*.cpio.gz in the output directory.
+120 within 60 s, says why on stderr, leaves no initrd.*.cpio.gz in the output directory and
+no lock on the NVDIMM image (the next boot can start at once).
 Prints "PASS name" / "FAIL name" lines.
 USAGE
 }
@@ -34,6 +35,11 @@ rc=0
     >/dev/null 2>"$tmp/stderr" || rc=$?
 took=$(($(date +%s) - s))
 after=$(find "$OUT" -maxdepth 1 -name 'initrd.*.cpio.gz' | wc -l)
+# The next boot must find the NVDIMM image free at once (qemu-run flocks it while QEMU runs).
+# shellcheck source=/dev/null
+img=$(source "$OUT/env" && echo "$IMAGES/pmem.img")
+locked=0
+flock -n "$img" true || locked=1
 
 if [[ $rc == 120 && $took -lt 60 ]] && grep -q "did not start within 3 s" "$tmp/stderr"; then
     echo "PASS boot_stuck_before_init_ends_at_deadline"
@@ -47,4 +53,10 @@ if [[ $after -le $before ]]; then
 else
     echo "FAIL boot_leaves_no_initramfs"
     echo "    | $OUT holds $after initrd.*.cpio.gz after the boot, $before before"
+fi
+if [[ $locked == 0 ]]; then
+    echo "PASS boot_releases_image_lock"
+else
+    echo "FAIL boot_releases_image_lock"
+    echo "    | $img is still locked after guest.sh returned (held by pid: $(fuser "$img" 2>/dev/null || true))"
 fi
