@@ -55,7 +55,12 @@
 //!
 //! The interrupt core shuts a managed vector down when the last CPU of its mask goes offline,
 //! so no request is submitted (home or lent) to a queue whose vector has no online CPU.
-//! Commands already on such a queue complete without an interrupt: they are reaped when a
+//! blk-mq waits for the requests of a CPU's own context before the CPU goes, but not for
+//! requests of other CPUs lent to the CPU's queue: a CPU hotplug callback (patch "rust: cpu:
+//! add CPU hotplug callbacks"), called while the going CPU still takes interrupts, stops
+//! lending the queue's slots once its vector's last online CPU is going and waits until the
+//! commands lent to it are done (at most `io_timeout`); lending resumes when a CPU of the
+//! vector is back. Should a command still complete without an interrupt, it is reaped when a
 //! submission passes the queue by, when the vector starts again, or by the timeout handler,
 //! which reaps a command's completion queue before it aborts the command.
 //!
@@ -125,6 +130,8 @@ mod cmd;
 mod ctrl;
 #[path = "rust_nvme_mq/debugfs.rs"]
 mod debugfs;
+#[path = "rust_nvme_mq/hotplug.rs"]
+mod hotplug;
 #[path = "rust_nvme_mq/ioctl.rs"]
 mod ioctl;
 #[path = "rust_nvme_mq/ns.rs"]
@@ -208,11 +215,12 @@ const TIMEOUT_RANGE_S: core::ops::RangeInclusive<u32> = 1..=3600;
 static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
 
 /// A bound NVMe controller. When dropped, the controller stops resets and removes its disks
-/// first (which waits for their requests), then the fields are dropped in order: the
-/// character device, the debugfs files, then the controller (the last reference to it unless a
+/// first (which waits for their requests), then the fields are dropped in order: the CPU
+/// hotplug callbacks, the character device, the debugfs files, then the controller (the last reference to it unless a
 /// file of the character device is still open: it is shut down before its queue memory goes),
 /// then the interrupts and the I/O queue memory they reap.
 struct NvmeDevice {
+    _hotplug: hotplug::Hotplug,
     _chardev: chardev::Chardev,
     _debugfs: Option<debugfs::CtrlDebugfs>,
     ctrl: Arc<Ctrl>,
@@ -437,12 +445,14 @@ impl NvmeDevice {
         };
         let passthru = ioctl::Passthru::new(ctrl.clone(), identity, disk_setup, dev)?;
         let chardev = chardev::register(passthru.clone(), dev)?;
+        let hotplug = hotplug::register(ctrl.clone(), params.io_timeout)?;
         let setup = &passthru.disk_setup;
         // Nothing may fail after the controller holds its disks: only `NvmeDevice`'s drop
         // takes them back.
         let disks = ns::add_disks(&ctrl, dev, &setup.tagset, &setup.limits(), &passthru)?;
         ctrl.set_disks(disks);
         Ok(Self {
+            _hotplug: hotplug,
             _chardev: chardev,
             _debugfs: debugfs::CtrlDebugfs::new(&ctrl).ok(),
             ctrl,

@@ -19,14 +19,14 @@ impl core::fmt::Debug for StatsFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(
             f,
-            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled"
+            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained"
         )?;
         for (i, q) in self.0.queues.iter().enumerate() {
             let s = &q.stats;
             let (in_flight, lent, lent_max) = q.occupancy();
             writeln!(
                 f,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
                 q.qid,
                 s.submitted.load(Relaxed),
                 s.completed.load(Relaxed),
@@ -41,7 +41,8 @@ impl core::fmt::Debug for StatsFile {
                 s.offline.load(Relaxed),
                 s.requeued.load(Relaxed),
                 u8::from(i >= self.0.nr_irq()),
-                s.polled.load(Relaxed)
+                s.polled.load(Relaxed),
+                s.hotplug_drained.load(Relaxed)
             )?;
         }
         Ok(())

@@ -25,6 +25,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         new_spinlock_irq, Arc, SpinLockIrq,
     },
+    time::{delay::fsleep, Delta},
 };
 
 /// PRP list entries per command slot: the largest request is this many pages.
@@ -87,13 +88,16 @@ pub(crate) struct QueueStats {
     pub(crate) full: Atomic<u64>,
     /// Submissions of foreign CPUs turned away by the lending rule (reserve or full).
     pub(crate) refused: Atomic<u64>,
-    /// Submissions that passed this queue by because no CPU of its vector was online.
+    /// Submissions that passed this queue by because no CPU of its vector was online, or
+    /// (foreign ones) because its last online CPU was going offline.
     pub(crate) offline: Atomic<u64>,
     /// Commands the controller held when it was reset, given back to the block layer (also
     /// counted as completed: they are submitted again).
     pub(crate) requeued: Atomic<u64>,
     /// Requests ended by polling (`Operations::poll`), only on poll queues.
     pub(crate) polled: Atomic<u64>,
+    /// Lent commands waited for while the last online CPU of the queue's vector went offline.
+    pub(crate) hotplug_drained: Atomic<u64>,
 }
 
 impl QueueStats {
@@ -108,6 +112,7 @@ impl QueueStats {
             offline: Atomic::new(0),
             requeued: Atomic::new(0),
             polled: Atomic::new(0),
+            hotplug_drained: Atomic::new(0),
         }
     }
 }
@@ -154,6 +159,9 @@ struct QueueState {
     slots: KVec<Slot>,
     /// False while the controller is being reset.
     accepting: bool,
+    /// False while the last online CPU of the queue's vector goes offline and until a CPU of
+    /// it is back: requests of other CPUs do not get slots then (see [`IoQueue::drain_lent`]).
+    lending: bool,
     /// Slots held by requests of foreign CPUs, now and at most so far.
     lent: usize,
     lent_max: usize,
@@ -180,6 +188,7 @@ impl QueueState {
             free,
             slots,
             accepting: true,
+            lending: true,
             lent: 0,
             lent_max: 0,
         })
@@ -378,11 +387,7 @@ impl IoQueue {
     /// Whether the queue may be used: its interrupt vector has an online CPU. `cpus`: the
     /// CPUs of the vector, if it has managed affinity.
     fn online(&self, cpus: Option<&Cpumask>) -> bool {
-        if cpus.is_some_and(|cpus| !cpus.intersects(Cpumask::online())) {
-            self.stats.offline.add(1, Relaxed);
-            return false;
-        }
-        true
+        cpus.is_none_or(|cpus| cpus.intersects(Cpumask::online()))
     }
 
     /// Whether the lending rule lets a (`foreign`) request have a slot now.
@@ -420,7 +425,8 @@ impl IoQueue {
         // offline. Checked with the lock held, so with interrupts off on this CPU: a CPU
         // cannot leave the online mask (that happens in stop_machine) until the command is
         // on the queue, where a later reap finds it (see `NvmeOps::queue_rq` and `timeout`).
-        if !self.online(cpus) {
+        if !self.online(cpus) || (foreign && !st.lending) {
+            self.stats.offline.add(1, Relaxed);
             return Err(SubmitError::Offline(rq));
         }
         if !self.admits(st, foreign) {
@@ -527,6 +533,40 @@ impl IoQueue {
                 return (ended, any);
             }
         }
+    }
+
+    /// The last online CPU of the queue's vector is going offline (its interrupt still works):
+    /// stop lending slots to other CPUs and wait until the commands lent to the queue are
+    /// done, reaping the completion queue meanwhile, for at most `limit`. blk-mq waits for the
+    /// requests of the CPU's own context itself, but not for those of other CPUs' contexts,
+    /// which would otherwise complete with no interrupt once the vector is shut down. Returns
+    /// how many lent commands are left (a controller that does not complete them is left to
+    /// the timeout handler, which reaps the queue first).
+    pub(crate) fn drain_lent(&self, limit: Delta) -> usize {
+        let lent = {
+            let mut st = self.state.lock();
+            st.lending = false;
+            st.lent
+        };
+        self.stats.hotplug_drained.add(lent as u64, Relaxed);
+        let step = Delta::from_millis(1);
+        let mut waited = 0;
+        loop {
+            self.process_completions();
+            let lent = self.state.lock().lent;
+            if lent == 0 || waited >= limit.as_millis() {
+                return lent;
+            }
+            fsleep(step);
+            waited += 1;
+        }
+    }
+
+    /// A CPU of the queue's vector is online again (and the vector with it): lend slots again,
+    /// and reap what may have completed while the vector was down.
+    pub(crate) fn resume_lending(&self) {
+        self.state.lock().lending = true;
+        self.process_completions();
     }
 
     /// Stop (`false`) or resume (`true`) taking submissions, around a controller reset.

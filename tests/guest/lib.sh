@@ -8,6 +8,8 @@ TOOLS=/tests/bin
 t() {
     local name=$1 rc
     shift
+    # RBLK_ONLY=NAME (on the guest command line) runs that test alone, for debugging.
+    [[ -z ${RBLK_ONLY:-} || $name == "$RBLK_ONLY" ]] || return 0
     # Not in a conditional context, so that `set -e` really applies inside the test.
     ( set -euo pipefail; "$@" ) >/tmp/test.out 2>&1
     rc=$?

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! CPU hotplug: commands lent to a queue are done before the queue's interrupt vector goes.
+
+use crate::ctrl::Ctrl;
+use kernel::{
+    cpu::{hotplug, CpuId},
+    cpumask::Cpumask,
+    prelude::*,
+    sync::Arc,
+    time::Delta,
+};
+
+/// The CPU hotplug callbacks of a controller.
+pub(crate) struct CpuEvents {
+    ctrl: Arc<Ctrl>,
+    /// How long to wait for lent commands when a vector goes: the I/O timeout, after which
+    /// the timeout handler takes over anyway.
+    limit: Delta,
+}
+
+/// Registers the callbacks of `ctrl` until dropped.
+pub(crate) type Hotplug = Pin<KBox<hotplug::Registration<CpuEvents>>>;
+
+pub(crate) fn register(ctrl: Arc<Ctrl>, limit: Delta) -> Result<Hotplug> {
+    KBox::pin_init(
+        hotplug::Registration::new(c"rust_nvme_mq:online", CpuEvents { ctrl, limit }),
+        GFP_KERNEL,
+    )
+}
+
+/// Whether a CPU of `cpus` other than `cpu` is online.
+fn other_online(cpus: &Cpumask, cpu: CpuId) -> bool {
+    let online = Cpumask::online();
+    (0..kernel::cpu::nr_cpu_ids())
+        .filter_map(CpuId::from_u32)
+        .any(|c| c != cpu && cpus.test(c) && online.test(c))
+}
+
+impl hotplug::Callbacks for CpuEvents {
+    /// The interrupt core shuts a managed vector down after its last CPU is gone. blk-mq
+    /// drains the requests of the CPU's own context before that, but requests of other CPUs
+    /// lent to the vector's queue would then complete with no interrupt: stop lending and wait
+    /// for them now, while the interrupt still works.
+    fn offline(&self, cpu: CpuId) {
+        let ctrl = &self.ctrl;
+        for (qi, queue) in ctrl.queues.iter().enumerate().take(ctrl.nr_irq()) {
+            let Some(cpus) = ctrl.cpus(qi) else {
+                continue;
+            };
+            if !cpus.test(cpu) || other_online(cpus, cpu) {
+                continue;
+            }
+            let left = queue.drain_lent(self.limit);
+            if left > 0 {
+                pr_warn!(
+                    "rnvme{}: queue {}: {} lent commands not done before CPU {} went offline\n",
+                    ctrl.index,
+                    queue.qid,
+                    left,
+                    cpu.as_u32()
+                );
+            }
+        }
+    }
+
+    fn online(&self, cpu: CpuId) {
+        let ctrl = &self.ctrl;
+        for (qi, queue) in ctrl.queues.iter().enumerate().take(ctrl.nr_irq()) {
+            if ctrl.cpus(qi).is_some_and(|cpus| cpus.test(cpu)) {
+                queue.resume_lending();
+            }
+        }
+    }
+}
