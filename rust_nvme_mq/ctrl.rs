@@ -7,7 +7,7 @@ use crate::{
     admin::AdminQueue,
     cmd::{self, IdCtrl},
     ns::{NsDisk, NvmeOps},
-    queue::{queue_vector, CqIrq, IoQueue},
+    queue::{queue_vector, Counters, CqIrq, IoQueue, COUNTER_COLUMNS},
     regs::{Regs, PCI_COMMAND},
 };
 use kernel::{
@@ -546,20 +546,13 @@ fn take_one(n: &Atomic<u32>) -> bool {
 #[pinned_drop]
 impl PinnedDrop for Ctrl {
     fn drop(self: Pin<&mut Self>) {
-        for q in self.queues.iter() {
-            let s = &q.stats;
-            pr_info!(
-                "rnvme{} queue {}: submitted {} completed {} overflow_out {} overflow_in {} full_events {} lent_max {} refused {}\n",
-                self.index,
-                q.qid,
-                s.submitted.load(Relaxed),
-                s.completed.load(Relaxed),
-                s.overflow_out.load(Relaxed),
-                s.overflow_in.load(Relaxed),
-                s.full.load(Relaxed),
-                q.occupancy().2,
-                s.refused.load(Relaxed)
-            );
+        pr_info!(
+            "rnvme{} queues at removal: {}\n",
+            self.index,
+            COUNTER_COLUMNS
+        );
+        for (i, q) in self.queues.iter().enumerate() {
+            pr_info!("rnvme{} {}\n", self.index, Counters(q, i >= self.nr_irq()));
         }
     }
 }

@@ -3,7 +3,10 @@
 //! debugfs: `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/{queues,lose_commands,fail_resets}`.
 //! The last two inject faults, for tests only.
 
-use crate::{ctrl::Ctrl, queue::lend_reserve};
+use crate::{
+    ctrl::Ctrl,
+    queue::{Counters, COUNTER_COLUMNS},
+};
 use kernel::{
     debugfs::{Dir, File, Reader},
     prelude::*,
@@ -17,33 +20,10 @@ struct StatsFile(Arc<Ctrl>);
 
 impl core::fmt::Debug for StatsFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        writeln!(
-            f,
-            "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained"
-        )?;
+        writeln!(f, "{COUNTER_COLUMNS}")?;
         for (i, q) in self.0.queues.iter().enumerate() {
-            let s = &q.stats;
-            let (in_flight, lent, lent_max) = q.occupancy();
-            writeln!(
-                f,
-                "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
-                q.qid,
-                s.submitted.load(Relaxed),
-                s.completed.load(Relaxed),
-                s.overflow_out.load(Relaxed),
-                s.overflow_in.load(Relaxed),
-                s.full.load(Relaxed),
-                in_flight,
-                lent,
-                lent_max,
-                s.refused.load(Relaxed),
-                lend_reserve(q.slots()),
-                s.offline.load(Relaxed),
-                s.requeued.load(Relaxed),
-                u8::from(i >= self.0.nr_irq()),
-                s.polled.load(Relaxed),
-                s.hotplug_drained.load(Relaxed)
-            )?;
+            kernel::fmt::Display::fmt(&Counters(q, i >= self.0.nr_irq()), f)?;
+            writeln!(f)?;
         }
         Ok(())
     }

@@ -117,6 +117,41 @@ impl QueueStats {
     }
 }
 
+/// The column names of [`Counters`].
+pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained";
+
+/// The counters of a queue as one line of numbers (debugfs, and the kernel log at removal),
+/// in the order of [`COUNTER_COLUMNS`]; `poll`: whether it is a poll queue.
+pub(crate) struct Counters<'a>(pub(crate) &'a IoQueue, pub(crate) bool);
+
+impl kernel::fmt::Display for Counters<'_> {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let Self(q, poll) = *self;
+        let s = &q.stats;
+        let (in_flight, lent, lent_max) = q.occupancy();
+        write!(
+            f,
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            q.qid,
+            s.submitted.load(Relaxed),
+            s.completed.load(Relaxed),
+            s.overflow_out.load(Relaxed),
+            s.overflow_in.load(Relaxed),
+            s.full.load(Relaxed),
+            in_flight,
+            lent,
+            lent_max,
+            s.refused.load(Relaxed),
+            lend_reserve(q.slots()),
+            s.offline.load(Relaxed),
+            s.requeued.load(Relaxed),
+            u8::from(poll),
+            s.polled.load(Relaxed),
+            s.hotplug_drained.load(Relaxed)
+        )
+    }
+}
+
 /// A command slot of an I/O queue, indexed by command id.
 struct Slot {
     rq: Option<ARef<Request<NvmeOps>>>,

@@ -118,8 +118,8 @@ test_disk_open_across_unbind() {
     bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
     out=$("$TOOLS/nvme_passthru" --unbind $DEV /sys/bus/pci/drivers/rust_nvme_mq/unbind "$bdf")
     echo "$out"
-    expect_eq "id" "$(grep ^ioctl_id <<<"$out")" "ioctl_id_after_unbind rc=-1 errno=No such device or address"
-    expect_eq "identify" "$(grep ^identify <<<"$out")" "identify_after_unbind rc=-1 errno=No such device or address"
+    expect_eq "id" "$(grep ^ioctl_id <<<"$out")" "ioctl_id_after_unbind rc=-1 errno=ENXIO"
+    expect_eq "identify" "$(grep ^identify <<<"$out")" "identify_after_unbind rc=-1 errno=ENXIO"
     echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/bind
     wait_dev $DEV
     nvme id-ns $DEV | grep -q "^nsze" || fail "id-ns after rebind"

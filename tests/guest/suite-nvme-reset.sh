@@ -98,57 +98,49 @@ fio_bg() {
     FIO_PID=$!
 }
 
-# Bus mastering off during fio with verify (as a DMA fault would leave it), back on a second
-# later: nothing completes meanwhile (the controller cannot fetch commands or post
-# completions), the commands time out, the driver resets the controller, and fio completes
-# with no error and verifies.
-test_bus_master_off_then_on() {
+# fault_during_fio NAME BIT then_on|left_off: fio with verify, BIT of the PCI command register
+# cleared 2 s in (as a DMA fault or a stray config write would leave it) and, with then_on, set
+# again a second later. Nothing completes meanwhile, the commands time out, the driver resets
+# the controller, and fio must complete with no error and verify.
+fault_during_fio() {
+    local name=$1 bit=$2 how=$3
     dmesg -c >/dev/null
     load_nvme io_timeout=2 admin_timeout=2
-    fio_bg busmaster
+    fio_bg "$name"
     sleep 2
-    pci_bit_clear $PCI_MASTER
-    sleep 1
-    pci_bit_set $PCI_MASTER
+    pci_bit_clear "$bit"
+    if [[ $how == then_on ]]; then
+        sleep 1
+        pci_bit_set "$bit"
+    fi
     wait_exit $FIO_PID 300 || fail "fio did not finish"
-    wait $FIO_PID || { cat /tmp/busmaster.out; fail "fio saw errors"; }
+    wait $FIO_PID || { cat /tmp/$name.out; fail "fio saw errors"; }
     dmesg | grep -E "rnvme0:" | tail -n 8
     dmesg | grep -q "rnvme0: controller reset done" || fail "no controller reset"
+}
+
+# Bus mastering off and back on a second later: every submitted command completes.
+test_bus_master_off_then_on() {
+    fault_during_fio busmaster $PCI_MASTER then_on
     cat "$STATS"
     expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
     unload_nvme
 }
 
-# Bus mastering off during fio and left off: only the driver's reset turns it on again.
+# Bus mastering off and left off: only the driver's reset turns it on again.
 test_bus_master_left_off() {
-    dmesg -c >/dev/null
-    load_nvme io_timeout=2 admin_timeout=2
-    fio_bg busmaster_off
-    sleep 2
-    pci_bit_clear $PCI_MASTER
-    wait_exit $FIO_PID 300 || fail "fio did not finish"
-    wait $FIO_PID || { cat /tmp/busmaster_off.out; fail "fio saw errors"; }
-    dmesg | grep -E "rnvme0:" | tail -n 8
+    fault_during_fio busmaster_off $PCI_MASTER left_off
     dmesg | grep -q "bus mastering was off" || fail "the reset did not see bus mastering off"
-    dmesg | grep -q "rnvme0: controller reset done" || fail "no controller reset"
     expect_eq "bus master bit after the reset" $(($(pci_cmd) & PCI_MASTER)) $PCI_MASTER
     unload_nvme
 }
 
-# Memory space decoding off during fio with verify, and left off: the registers no longer
-# answer (the abort fails), and the reset turns memory decoding on again before it enables the
-# controller (C does it with pci_disable_device() + pci_enable_device_mem()).
+# Memory space decoding off and left off: the registers no longer answer (the abort fails),
+# and the reset turns memory decoding on again before it enables the controller (C does it
+# with pci_disable_device() + pci_enable_device_mem()).
 test_memory_space_left_off() {
-    dmesg -c >/dev/null
-    load_nvme io_timeout=2 admin_timeout=2
-    fio_bg memoff
-    sleep 2
-    pci_bit_clear $PCI_MEM
-    wait_exit $FIO_PID 300 || fail "fio did not finish"
-    wait $FIO_PID || { cat /tmp/memoff.out; fail "fio saw errors"; }
-    dmesg | grep -E "rnvme0:" | tail -n 8
+    fault_during_fio memoff $PCI_MEM left_off
     dmesg | grep -q "memory decoding was off" || fail "the reset did not see memory decoding off"
-    dmesg | grep -q "rnvme0: controller reset done" || fail "no controller reset"
     expect_eq "memory space bit after the reset" $(($(pci_cmd) & PCI_MEM)) $PCI_MEM
     unload_nvme
 }

@@ -25,18 +25,12 @@ static int fd;
 static unsigned nsid, lba_size;
 static unsigned long long start;
 
+/* "EFAULT" for EFAULT and so on, "0" for success. */
 static const char *err_name(int e)
 {
-	switch (e) {
-	case 0: return "0";
-	case EFAULT: return "EFAULT";
-	case EINVAL: return "EINVAL";
-	case EACCES: return "EACCES";
-	case ENOTTY: return "ENOTTY";
-	case EIO: return "EIO";
-	case ENODEV: return "ENODEV";
-	default: return strerror(e);
-	}
+	const char *name = e ? strerrorname_np(e) : "0";
+
+	return name ? name : "unknown errno";
 }
 
 static void report(const char *name, int rc, int err, const char *extra)

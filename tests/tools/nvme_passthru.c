@@ -26,20 +26,12 @@
 
 static int fd;
 
+/* "EFAULT" for EFAULT and so on, "0" for success. */
 static const char *err_name(int e)
 {
-	switch (e) {
-	case 0: return "0";
-	case EFAULT: return "EFAULT";
-	case EINVAL: return "EINVAL";
-	case EACCES: return "EACCES";
-	case EPERM: return "EPERM";
-	case ENOTTY: return "ENOTTY";
-	case ENOMEM: return "ENOMEM";
-	case EIO: return "EIO";
-	case ENODEV: return "ENODEV";
-	default: return strerror(e);
-	}
+	const char *name = e ? strerrorname_np(e) : "0";
+
+	return name ? name : "unknown errno";
 }
 
 /* Identify (CNS cns) into buf with data_len len; returns the ioctl result, errno in *err. */
