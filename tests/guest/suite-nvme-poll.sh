@@ -198,10 +198,16 @@ test_rmmod_after_polled_io() {
     fio_job --ioengine=io_uring --hipri --iodepth=32 --numjobs=2 --offset_increment=16m
     dmesg -c >/dev/null
     unload_nvme
-    dmesg | grep -E "rnvme0 queue [0-9]+:"
-    expect_eq "queue lines at removal" "$(dmesg | grep -cE 'rnvme0 queue [0-9]+:')" 4
-    dmesg | awk '/rnvme0 queue [0-9]+:/ { for (i = 1; i < NF; i++) { if ($i == "submitted") s = $(i+1); if ($i == "completed") c = $(i+1) }; if (s != c) bad = 1 } END { exit bad }' \
-        || fail "a queue had commands not completed at removal"
+    # The removal log: a header line with the debugfs columns, then one line per queue.
+    dmesg | sed -n 's/.*rnvme0 queues at removal: //p' >/tmp/removal-columns
+    dmesg | sed -n 's/.*rnvme0 \([0-9][0-9 ]*\)$/\1/p' >/tmp/removal-rows
+    cat /tmp/removal-columns /tmp/removal-rows
+    grep -q '^queue submitted completed' /tmp/removal-columns || fail "no counter header at removal"
+    expect_eq "queue lines at removal" "$(wc -l </tmp/removal-rows)" 4
+    awk 'NR == FNR { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        $c["submitted"] != $c["completed"] { bad = 1 } END { exit bad }' \
+        /tmp/removal-columns /tmp/removal-rows ||
+        fail "a queue had commands not completed at removal"
 }
 
 t io_poll_attribute test_io_poll_attribute
