@@ -216,9 +216,9 @@ static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
 
 /// A bound NVMe controller. When dropped, the controller stops resets and removes its disks
 /// first (which waits for their requests), then the fields are dropped in order: the CPU
-/// hotplug callbacks, the character device, the debugfs files, then the controller (the last reference to it unless a
-/// file of the character device is still open: it is shut down before its queue memory goes),
-/// then the interrupts and the I/O queue memory they reap.
+/// hotplug callbacks, the character device, the debugfs files, then the controller (the last
+/// reference to it unless a file of the character device is still open: it is shut down before
+/// its queue memory goes), then the interrupts and the I/O queue memory they reap.
 struct NvmeDevice {
     _hotplug: hotplug::Hotplug,
     _chardev: chardev::Chardev,

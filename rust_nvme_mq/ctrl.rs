@@ -12,6 +12,7 @@ use crate::{
 };
 use kernel::{
     block::mq::{DmaDevice, Request},
+    cpu::CpuId,
     cpumask::{Cpumask, CpumaskVar},
     device::{Bound, Device},
     io::{io_read, Io},
@@ -337,6 +338,16 @@ impl Ctrl {
             .home
             .get(cpu)
             .map_or(cpu % self.nr_irq().max(1), |&q| usize::from(q))
+    }
+
+    /// The interrupt-driven queues whose vector has managed affinity including `cpu`, with
+    /// the CPUs of the vector.
+    pub(crate) fn queues_of_cpu(&self, cpu: CpuId) -> impl Iterator<Item = (&IoQueue, &Cpumask)> {
+        self.queues
+            .iter()
+            .take(self.nr_irq())
+            .enumerate()
+            .filter_map(move |(qi, q)| Some((&**q, self.cpus(qi).filter(|c| c.test(cpu))?)))
     }
 
     /// The CPUs of the interrupt vector of queue `qi`, if it has managed affinity.

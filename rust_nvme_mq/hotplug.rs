@@ -44,11 +44,8 @@ impl hotplug::Callbacks for CpuEvents {
     /// for them now, while the interrupt still works.
     fn offline(&self, cpu: CpuId) {
         let ctrl = &self.ctrl;
-        for (qi, queue) in ctrl.queues.iter().enumerate().take(ctrl.nr_irq()) {
-            let Some(cpus) = ctrl.cpus(qi) else {
-                continue;
-            };
-            if !cpus.test(cpu) || other_online(cpus, cpu) {
+        for (queue, cpus) in ctrl.queues_of_cpu(cpu) {
+            if other_online(cpus, cpu) {
                 continue;
             }
             let left = queue.drain_lent(self.limit);
@@ -65,11 +62,8 @@ impl hotplug::Callbacks for CpuEvents {
     }
 
     fn online(&self, cpu: CpuId) {
-        let ctrl = &self.ctrl;
-        for (qi, queue) in ctrl.queues.iter().enumerate().take(ctrl.nr_irq()) {
-            if ctrl.cpus(qi).is_some_and(|cpus| cpus.test(cpu)) {
-                queue.resume_lending();
-            }
+        for (queue, _) in self.ctrl.queues_of_cpu(cpu) {
+            queue.resume_lending();
         }
     }
 }

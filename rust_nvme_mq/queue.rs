@@ -25,7 +25,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         new_spinlock_irq, Arc, SpinLockIrq,
     },
-    time::{delay::fsleep, Delta},
+    time::{delay::fsleep, Delta, Instant, Monotonic},
 };
 
 /// PRP list entries per command slot: the largest request is this many pages.
@@ -584,16 +584,14 @@ impl IoQueue {
             st.lent
         };
         self.stats.hotplug_drained.add(lent as u64, Relaxed);
-        let step = Delta::from_millis(1);
-        let mut waited = 0;
+        let start = Instant::<Monotonic>::now();
         loop {
             self.process_completions();
             let lent = self.state.lock().lent;
-            if lent == 0 || waited >= limit.as_millis() {
+            if lent == 0 || start.elapsed() >= limit {
                 return lent;
             }
-            fsleep(step);
-            waited += 1;
+            fsleep(Delta::from_millis(1));
         }
     }
 
