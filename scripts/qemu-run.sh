@@ -132,7 +132,14 @@ done
 # mixed, the device's pace would depend on the host's speed again.
 [[ -n "$NVME_NULL" && $ICOUNT == 1 ]] && die "--nvme-null and --icount do not mix (the device latency is host time, icount's clock is guest instructions)"
 [[ -z "$NVME_NS2_IMG" || -z "$NVME_NULL" ]] || die "--nvme-ns2-img and --nvme-null do not mix"
-command -v "$QEMU_BIN" >/dev/null || die "$QEMU_BIN not found"
+command -v "$QEMU_BIN" >/dev/null || die "$QEMU_BIN not found (scripts/setup-host.sh installs it)"
+# The tests and the bench baselines are for one QEMU series (scripts/setup-host.sh pins it): any
+# other is a loud stop, not a quiet change of results. RBLK_QEMU (your own binary) skips this.
+if [[ -z "${RBLK_QEMU:-}" ]]; then
+    want=$(sed -n 's/^QEMU_SERIES=//p' "$(dirname "$0")/setup-host.sh")
+    have=$("$QEMU_BIN" --version | awk 'NR == 1 {print $4}')
+    [[ "$have" == "$want".* ]] || die "$QEMU_BIN is QEMU $have, the project pins $want.x (run scripts/setup-host.sh)"
+fi
 MIB=$((1024 * 1024))
 mem_mib=$(($(to_bytes "$MEM") / MIB))
 ((mem_mib > 0)) || die "--mem $MEM is less than 1 MiB"

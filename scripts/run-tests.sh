@@ -8,8 +8,10 @@ usage() {
     cat <<USAGE
 Usage: $0 [--debug] [--help]
 
-Runs every test: host-side tests of the scripts (--help and bad arguments of each; the
-fresh-machine fetch + configure path against an empty temporary cache), host setup and kernel
+Runs every test: host setup first (scripts/setup-host.sh: what a fresh machine lacks), then
+host-side tests of the scripts (setup-host's list installable beside this machine's packages
+and covering every command the scripts call; --help and bad arguments of each; the
+fresh-machine fetch + configure path against an empty temporary cache), kernel
 builds (incremental), rustfmt and clippy over the drivers, then guest boots under QEMU (main suite, persistence across a reboot,
 ndctl namespaces on a labelled NVDIMM, DAX on it across a reboot, NVMe suite, built-in kernel) and, when the debug kernel
 is built, the main and NVMe suites
@@ -66,6 +68,19 @@ host() {
 }
 
 start=$(date +%s)
+# The host tools first: every test below may need them (the cold path's configure needs rust-src
+# and bindgen to keep CONFIG_RUST, the builds need rsync), and a fresh machine has none.
+s=$(date +%s)
+if "$TOP/scripts/setup-host.sh" >"$LOGS/setup-host.log" 2>&1; then
+    echo "test: host setup: $(($(date +%s) - s)) s" >&2
+    result PASS host_setup
+else
+    result FAIL host_setup
+    tail -n 20 "$LOGS/setup-host.log" | sed 's/^/    | /'
+    finish
+    exit 1
+fi
+host host_deps "$TOP/tests/host/host-deps.sh"
 host cli "$TOP/tests/host/cli.sh"
 host cold_path "$TOP/tests/host/cold-path.sh"
 
