@@ -29,7 +29,7 @@ use kernel::{
         badblocks::BadBlocks,
         mq::{
             gen_disk::{GenDisk, GenDiskBuilder},
-            Command, Operations, Request, TagSet,
+            Command, Operations, QueueError, Request, TagSet,
         },
     },
     dax, device, driver,
@@ -262,10 +262,14 @@ struct PmemOps;
 impl Operations for PmemOps {
     type QueueData = KBox<PmemQueue>;
 
-    fn queue_rq(queue: &PmemQueue, rq: ARef<Request<Self>>, _is_last: bool) -> Result {
+    fn queue_rq(
+        queue: &PmemQueue,
+        rq: ARef<Request<Self>>,
+        _is_last: bool,
+    ) -> Result<(), QueueError<Self>> {
         let status = queue.execute(&rq);
         // We hold the only reference to the request, so ending it cannot fail.
-        Request::end(rq, status).map_err(|_| EIO)
+        Request::end(rq, status).map_err(|rq| QueueError::new(rq, EIO))
     }
 
     fn commit_rqs(_queue: &PmemQueue) {}

@@ -31,6 +31,8 @@ use kernel::{
 const RESET_ATTEMPTS: u32 = 3;
 /// The pause between two attempts of a reset.
 const RESET_RETRY_DELAY: Delta = Delta::from_secs(1);
+/// How often a reset tries the device lock, 10 ms apart, before the attempt fails.
+const PCI_LOCK_TRIES: u32 = 100;
 
 /// Controller indices (`rnvme<C>`) in use, one bit each.
 static CTRL_INDICES: Atomic<u32> = Atomic::new(0);
@@ -362,10 +364,19 @@ impl Ctrl {
 
     /// The queue of the command of `rq`, its command id, and whether it had already been
     /// aborted; `mark`: note that it is being aborted now.
-    pub(crate) fn find(&self, rq: &Request<NvmeOps>, mark: bool) -> Option<(&IoQueue, u16, bool)> {
+    pub(crate) fn find(
+        &self,
+        rq: *const Request<NvmeOps>,
+        mark: bool,
+    ) -> Option<(&IoQueue, u16, bool)> {
         self.queues
             .iter()
             .find_map(|q| q.find(rq, mark).map(|(cid, was)| (&**q, cid, was)))
+    }
+
+    /// End or requeue what the queues deferred while a timeout handler held a request.
+    pub(crate) fn finish_deferred(&self) {
+        self.queues.iter().for_each(|q| q.finish_deferred());
     }
 
     /// Hand the disks of the namespaces to the controller, which removes them if it dies.
@@ -497,22 +508,37 @@ impl Ctrl {
     /// is turned off behind the driver's back (a DMA fault handler, a write to the command
     /// register): memory decoding (what `pci_enable_device_mem()` turned on at probe; calling
     /// it again would only count up) and bus mastering. Fails with `ENODEV` once the driver
-    /// has started to unbind.
+    /// has started to unbind, with `EBUSY` if the device lock stays taken.
     fn enable_pci(&self) -> Result {
-        self.pci.with_bound(|dev| {
-            let pdev: &pci::Device<Bound> = dev.try_into()?;
-            let config = pdev.config_space();
-            let command = config.read(PCI_COMMAND);
-            if !command.memory() {
-                dev_warn!(dev, "rnvme{}: memory decoding was off\n", self.index);
-                config.write_reg(command.with_memory(true));
+        // The device lock is only tried: an unbind holds it while `remove` waits for this
+        // reset. Someone else (a sysfs operation) holds it only briefly.
+        let mut tries = 0;
+        loop {
+            match self.pci.try_with_locked(|dev| self.enable_pci_locked(dev)) {
+                Err(e) if e == EBUSY && tries < PCI_LOCK_TRIES && !*self.removing.lock() => {
+                    tries += 1;
+                    fsleep(Delta::from_millis(10));
+                }
+                Err(e) => return Err(e),
+                Ok(result) => return result,
             }
-            if !command.bus_master() {
-                dev_warn!(dev, "rnvme{}: bus mastering was off\n", self.index);
-            }
-            pdev.set_master();
-            Ok(())
-        })
+        }
+    }
+
+    /// [`Ctrl::enable_pci`] with the device lock held, the driver bound.
+    fn enable_pci_locked(&self, dev: &Device<Bound>) -> Result {
+        let pdev: &pci::Device<Bound> = dev.try_into()?;
+        let config = pdev.config_space();
+        let command = config.read(PCI_COMMAND);
+        if !command.memory() {
+            dev_warn!(dev, "rnvme{}: memory decoding was off\n", self.index);
+            config.write_reg(command.with_memory(true));
+        }
+        if !command.bus_master() {
+            dev_warn!(dev, "rnvme{}: bus mastering was off\n", self.index);
+        }
+        pdev.set_master();
+        Ok(())
     }
 
     /// First half of a reset: stop submissions, disable the controller, requeue what it held

@@ -14,7 +14,7 @@ use kernel::{
     block::{
         mq::{
             gen_disk::{GenDisk, GenDiskBuilder},
-            Operations, QueueMaps, Request, TagSet, TagSetFlag, TimeoutReturn,
+            Operations, QueueError, QueueMaps, Request, TagSet, TagSetFlag, TimeoutReturn,
         },
         SECTOR_SHIFT,
     },
@@ -52,13 +52,17 @@ pub(crate) struct NvmeOps;
 impl Operations for NvmeOps {
     type QueueData = Arc<Namespace>;
 
-    fn queue_rq(ns: ArcBorrow<'_, Namespace>, rq: ARef<Request<Self>>, _is_last: bool) -> Result {
+    fn queue_rq(
+        ns: ArcBorrow<'_, Namespace>,
+        rq: ARef<Request<Self>>,
+        _is_last: bool,
+    ) -> Result<(), QueueError<Self>> {
         let ctrl = &ns.ctrl;
         match ctrl.state() {
             CtrlState::Live => {}
             // Retried by blk-mq a few milliseconds later.
-            CtrlState::Resetting => return Err(ENOMEM),
-            CtrlState::Dead => return Err(EIO),
+            CtrlState::Resetting => return Err(QueueError::new(rq, ENOMEM)),
+            CtrlState::Dead => return Err(QueueError::new(rq, EIO)),
         }
         let (first, count, home) = queue_choice(ctrl, &rq);
         let mut rq = rq;
@@ -81,12 +85,12 @@ impl Operations for NvmeOps {
                     // an interrupt: reap them here (and in `timeout`).
                     queue.process_completions();
                 }
-                Err(SubmitError::Failed(e)) => return Err(e),
+                Err(SubmitError::Failed(back, e)) => return Err(QueueError::new(back, e)),
             }
         }
         // Every queue we may use is full or keeps its reserve: BLK_STS_RESOURCE, blk-mq
         // retries later.
-        Err(ENOMEM)
+        Err(QueueError::new(rq, ENOMEM))
     }
 
     fn commit_rqs(_ns: ArcBorrow<'_, Namespace>) {}
@@ -113,12 +117,18 @@ impl Operations for NvmeOps {
     /// First the command's completion queue is reaped: a command that completed while the
     /// queue's interrupt vector was shut down (its CPUs went offline) raised no interrupt and
     /// is found there.
-    fn ioctl(ns: ArcBorrow<'_, Namespace>, _write: bool, cmd: u32, arg: usize) -> Result<i32> {
-        ns.passthru.ns_ioctl(ns.nsid, cmd, arg)
-    }
-
-    fn timeout(ns: ArcBorrow<'_, Namespace>, rq: &Request<Self>) -> TimeoutReturn {
+    ///
+    /// Only the request's address is needed, to find its slot: the reference is dropped at
+    /// once, so that the interrupt handler can end the request meanwhile (while a timeout
+    /// handler holds a reference, ending fails and the handler defers it; those deferred
+    /// requests are ended right after the drop). blk-mq keeps the request from being reused
+    /// until this returns, so the address stays its own.
+    fn timeout(ns: ArcBorrow<'_, Namespace>, rq: ARef<Request<Self>>) -> TimeoutReturn {
         let ctrl = &ns.ctrl;
+        let id: *const Request<Self> = &*rq;
+        drop(rq);
+        let rq = id;
+        ctrl.finish_deferred();
         if ctrl.state() == CtrlState::Resetting {
             // The reset requeues the request if the controller still holds it.
             return TimeoutReturn::ResetTimer;
@@ -161,6 +171,10 @@ impl Operations for NvmeOps {
         TimeoutReturn::Done
     }
 
+    fn ioctl(ns: ArcBorrow<'_, Namespace>, _write: bool, cmd: u32, arg: usize) -> Result<i32> {
+        ns.passthru.ns_ioctl(ns.nsid, cmd, arg)
+    }
+
     fn complete(rq: ARef<Request<Self>>) {
         // Requests are ended from the interrupt handler; nothing is completed through here.
         let _ = Request::end(rq, Ok(()));
@@ -200,11 +214,11 @@ pub(crate) fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
     let maps = QueueMaps {
         default: kernel::cpu::nr_cpu_ids(),
         read: 0,
-        poll: u32::try_from(ctrl.nr_poll)?,
     };
     Arc::pin_init(
-        TagSet::new_with_maps(
+        TagSet::new_with_poll_maps(
             maps,
+            u32::try_from(ctrl.nr_poll)?,
             slots.min(MAX_TAGS),
             TagSetFlag::TagHctxShared | TagSetFlag::NoSchedByDefault,
         ),

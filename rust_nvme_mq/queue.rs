@@ -179,7 +179,8 @@ impl Slot {
         self.aborted = false;
     }
 
-    fn holds(&self, rq: &Request<NvmeOps>) -> bool {
+    /// Whether the slot holds the request at `rq` (compared by address only).
+    fn holds(&self, rq: *const Request<NvmeOps>) -> bool {
         self.rq.as_ref().is_some_and(|r| core::ptr::eq(&**r, rq))
     }
 }
@@ -200,6 +201,17 @@ struct QueueState {
     /// Slots held by requests of foreign CPUs, now and at most so far.
     lent: usize,
     lent_max: usize,
+    /// Requests taken off their slots that could not be ended or requeued yet because a
+    /// timeout handler held a reference to them at that moment; see [`IoQueue::defer`].
+    /// Room for every slot, so pushing never allocates.
+    deferred: KVec<(ARef<Request<NvmeOps>>, Deferred)>,
+}
+
+/// What to do with a request whose ending or requeueing was deferred.
+#[derive(Clone, Copy)]
+enum Deferred {
+    End(Result),
+    Requeue,
 }
 
 impl QueueState {
@@ -226,6 +238,7 @@ impl QueueState {
             lending: true,
             lent: 0,
             lent_max: 0,
+            deferred: KVec::with_capacity(n - 1, GFP_KERNEL)?,
         })
     }
 
@@ -273,8 +286,9 @@ pub(crate) enum SubmitError {
     /// No CPU of the queue's interrupt vector is online, so its completions would raise no
     /// interrupt; the request comes back for another queue.
     Offline(ARef<Request<NvmeOps>>),
-    /// The request cannot be carried out.
-    Failed(Error),
+    /// The request cannot be carried out; it comes back (unmapped) with the error, for
+    /// `queue_rq` to refuse it.
+    Failed(ARef<Request<NvmeOps>>, Error),
 }
 
 /// A completion taken off the queue, ended outside the lock.
@@ -339,9 +353,7 @@ impl IoQueue {
     /// pieces together (behind an IOMMU, the whole request as one range), as PRPs need. Fails
     /// once the controller has started to unbind.
     fn map_data(&self, rq: &Request<NvmeOps>, maps: &mut DmaMapping<NvmeOps>) -> Result {
-        self.dev
-            .with_bound(|dev| maps.map(dev, rq))
-            .map_err(|_| EIO)
+        self.dev.map(maps, rq).map_err(|_| EIO)
     }
 
     /// The first PRP list entry of slot `cid` and its bus address.
@@ -454,7 +466,7 @@ impl IoQueue {
         let mut guard = self.state.lock();
         let st = &mut *guard;
         if !st.accepting {
-            return Err(SubmitError::Failed(ENOMEM));
+            return Err(SubmitError::Failed(rq, ENOMEM));
         }
         // The interrupt core shuts a managed vector down when the last CPU of its mask goes
         // offline. Checked with the lock held, so with interrupts off on this CPU: a CPU
@@ -471,13 +483,15 @@ impl IoQueue {
             return Err(SubmitError::Full(rq));
         };
         let Some(slot) = st.slots.get_mut(usize::from(cid)) else {
-            return Err(SubmitError::Failed(EIO));
+            return Err(SubmitError::Failed(rq, EIO));
         };
         let mut sqe = match self.prepare(ns, &rq, cid, &mut slot.maps) {
             Ok(sqe) => sqe,
             Err(e) => {
+                // Undoes a mapping made before the failure: the mapping's reference to the
+                // request goes, so `queue_rq` can hand it back to the block layer.
                 st.release(cid);
-                return Err(SubmitError::Failed(e));
+                return Err(SubmitError::Failed(rq, e));
             }
         };
         slot.rq = Some(rq);
@@ -552,6 +566,7 @@ impl IoQueue {
     /// Reap the completion queue; returns how many requests were ended and whether any
     /// entry was consumed.
     fn reap(&self) -> (usize, bool) {
+        self.finish_deferred();
         let mut any = false;
         let mut ended = 0;
         loop {
@@ -561,8 +576,11 @@ impl IoQueue {
             ended += n;
             for (rq, status) in done.iter_mut().filter_map(Option::take) {
                 self.stats.completed.add(1, Relaxed);
-                // The slot held the only reference, so ending cannot fail.
-                let _ = Request::end(rq, status);
+                // The slot held the only reference, so ending fails only while a timeout
+                // handler holds one too, for an instant (see `NvmeOps::timeout`).
+                if let Err(rq) = Request::end(rq, status) {
+                    self.defer(rq, Deferred::End(status));
+                }
             }
             if n < COMPLETION_BATCH {
                 return (ended, any);
@@ -621,7 +639,9 @@ impl IoQueue {
                 self.stats.requeued.add(1, Relaxed);
                 // They come back through `queue_rq`, which turns them away while the reset
                 // runs and fails them if the controller does not come back.
-                let _ = Request::requeue(rq, true);
+                if let Err(rq) = Request::requeue(rq, true) {
+                    self.defer(rq, Deferred::Requeue);
+                }
             }
         }
         let mut st = self.state.lock();
@@ -633,9 +653,39 @@ impl IoQueue {
         requeued
     }
 
-    /// The command id of `rq` if it is on this queue; `mark`: note that it was aborted, and
-    /// return whether it already had been.
-    pub(crate) fn find(&self, rq: &Request<NvmeOps>, mark: bool) -> Option<(u16, bool)> {
+    /// Keep `rq`, taken off its slot, to be ended or requeued by [`IoQueue::finish_deferred`]:
+    /// a timeout handler holds a reference to it, so it cannot be handed back now.
+    fn defer(&self, rq: ARef<Request<NvmeOps>>, what: Deferred) {
+        // Cannot fail: a request is in at most one slot or deferred entry, and there is room
+        // for every slot.
+        let _ = self.state.lock().deferred.push_within_capacity((rq, what));
+        // The timeout handler may have let it go meanwhile, before it looked at the list.
+        // Otherwise the next reap of this queue (or the request's next timeout) finishes it.
+        self.finish_deferred();
+    }
+
+    /// End or requeue the deferred requests whose timeout handler let them go. Called by every
+    /// reap, and by the timeout handler after it dropped its reference.
+    pub(crate) fn finish_deferred(&self) {
+        loop {
+            let Some((rq, what)) = self.state.lock().deferred.pop() else {
+                return;
+            };
+            let back = match what {
+                Deferred::End(status) => Request::end(rq, status),
+                Deferred::Requeue => Request::requeue(rq, true),
+            };
+            if let Err(rq) = back {
+                // Still held: the timeout handler that holds it calls this again.
+                let _ = self.state.lock().deferred.push_within_capacity((rq, what));
+                return;
+            }
+        }
+    }
+
+    /// The command id of the request at `rq` if it is on this queue (compared by address
+    /// only); `mark`: note that it was aborted, and return whether it already had been.
+    pub(crate) fn find(&self, rq: *const Request<NvmeOps>, mark: bool) -> Option<(u16, bool)> {
         let mut st = self.state.lock();
         let (cid, slot) = st.slots.iter_mut().enumerate().find(|(_, s)| s.holds(rq))?;
         let was = slot.aborted;

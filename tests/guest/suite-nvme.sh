@@ -214,6 +214,26 @@ test_unbind_under_load() {
     unload_nvme
 }
 
+# Open the disk, remove the device, rmmod, close: the disk's operations (ioctl, and free_disk at
+# the last close) are module code, so every Rust disk names its module as owner and an open disk
+# keeps the module loaded even after its device went. rmmod is refused until the last close.
+test_open_disk_pins_module() {
+    load_nvme
+    local bdf
+    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    exec 8<$DEV
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/unbind
+    [[ ! -e $DEV ]] || fail "$DEV still there after unbind"
+    if rmmod rust_nvme_mq 2>/tmp/err; then
+        exec 8<&-
+        fail "rmmod succeeded with a removed disk still open"
+    fi
+    grep -i "in use" /tmp/err || { cat /tmp/err; fail "no 'in use' message"; }
+    exec 8<&-
+    unload_module rust_nvme_mq
+    [[ ! -e /sys/module/rust_nvme_mq ]] || fail "module stayed loaded after the last close"
+}
+
 test_timeout_abort_reset() {
     # Fault injection: the next command is kept by the driver but never given to the
     # controller. After io_timeout the driver sends an Abort (QEMU cannot find the command),
@@ -412,6 +432,7 @@ t nvme_nr_io_queues_2 test_nr_io_queues
 t nvme_depth_above_mqes_rejected test_depth_above_mqes
 t nvme_rmmod_under_load_refused test_rmmod_under_load
 t nvme_unbind_under_load_clean test_unbind_under_load
+t nvme_open_disk_pins_module test_open_disk_pins_module
 t nvme_timeout_abort_reset test_timeout_abort_reset
 t nvme_timeout_params test_timeout_params
 t nvme_disk_parent_is_pci_device test_disk_parent
