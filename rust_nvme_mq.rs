@@ -18,8 +18,11 @@
 //! and one completion queue plus one submission queue is created per granted pair, each
 //! completion queue with its own MSI-X vector (queues share vectors round robin when fewer
 //! vectors are granted; vector 0 is the admin queue's). Removal waits for the disks to
-//! drain, then shuts the controller down with CC.SHN and waits for CSTS.SHST. Each disk's
-//! parent device is the PCI function.
+//! drain, deletes the I/O queues (Delete SQ, Delete CQ), then shuts the controller down with
+//! CC.SHN and waits for CSTS.SHST. System shutdown (reboot, power-off) with the driver bound
+//! does the same through the PCI `shutdown` callback, after waiting (at most 30 s) for the
+//! commands in flight; the controller then stays disabled. A reset deletes the I/O queues
+//! too before it disables the controller. Each disk's parent device is the PCI function.
 //!
 //! # Queue selection and overflow
 //!
@@ -506,6 +509,10 @@ impl pci::Driver for NvmeDriver {
         _info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         NvmeDevice::probe(pdev)
+    }
+
+    fn shutdown<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        this.ctrl.shutdown();
     }
 }
 

@@ -12,8 +12,16 @@
 //! range is also claimed in the iomem tree while the disk exists.
 //!
 //! Data path: reads use a machine-check safe copy, writes bypass the CPU cache
-//! (`memcpy_flushcache`), flush and FUA issue the platform's persistent memory write barrier.
-//! Discard and write-zeroes zero the range durably. Every request completes inside `queue_rq`
+//! (`memcpy_flushcache`), flush and FUA flush the region like the C driver (`nvdimm_flush()`:
+//! the persistent memory write barrier, then a write to each DIMM's flush hint address where
+//! the platform has them). As in C, the disk has a write cache (flushes are passed down) and
+//! advertises FUA only where the region has flush hints (`nvdimm_has_flush()`); the region is
+//! flushed again when the namespace is unbound and at system shutdown. Discard and write-zeroes
+//! zero the range durably.
+//!
+//! Asynchronous regions (virtio-pmem), whose flush is a request to the host that sleeps, are
+//! refused at probe with a message: `queue_rq` must not sleep (it serves `REQ_NOWAIT`), and
+//! without that request an `fsync()` would not be durable. The C `nd_pmem` serves them. Every request completes inside `queue_rq`
 //! without allocating, locking or sleeping, so the queue can honour `REQ_NOWAIT`; the `nowait`
 //! parameter decides whether the queue advertises `BLK_FEAT_NOWAIT` (off by default, like the
 //! C patch this follows).
@@ -32,9 +40,11 @@ use kernel::{
             Command, Operations, QueueError, Request, TagSet,
         },
     },
-    dax, device, driver,
+    dax, device,
+    devres::Devres,
+    driver,
     io::pmem::Mapping,
-    nvdimm,
+    nvdimm::{self, RegionFlush},
     page::PAGE_SIZE,
     prelude::*,
     str::CString,
@@ -101,6 +111,8 @@ struct PmemQueue {
     bb: Arc<BadBlocks>,
     /// The disk's name, for messages.
     name: CString,
+    /// Flushes the region: what makes writes durable.
+    region: Arc<Devres<RegionFlush>>,
 }
 
 impl PmemQueue {
@@ -128,24 +140,26 @@ impl PmemQueue {
                     Ok(())
                 })?;
                 if rq.is_fua() {
-                    self.mem.flush();
+                    self.persist()?;
                 }
                 Ok(())
             }
             // A flush has no position (its sector is -1).
-            Command::Flush => {
-                self.mem.flush();
-                Ok(())
-            }
+            Command::Flush => self.persist(),
             Command::Discard | Command::WriteZeroes => {
                 let range = self.range_of(rq)?;
                 self.clear_bad(rq)?;
                 self.mem.zero(range.offset, range.len)?;
-                self.mem.flush();
-                Ok(())
+                self.persist()
             }
             Command::Other(_) => Err(EOPNOTSUPP),
         }
+    }
+
+    /// Make what was written durable: flush the region (which does not sleep).
+    #[inline]
+    fn persist(&self) -> Result {
+        flush_region(&self.region)
     }
 
     /// Before new data is written over the sectors of `rq`, drop them from the bad block list.
@@ -188,6 +202,12 @@ impl PmemQueue {
             rq.bytes()
         );
     }
+}
+
+/// Flush the region through `region`; `ENXIO` once the namespace is unbound (no request can
+/// come then: the disk is gone first).
+fn flush_region(region: &Devres<RegionFlush>) -> Result {
+    region.try_access().ok_or(ENXIO)?.flush()
 }
 
 /// The number of sectors `rq` covers.
@@ -280,9 +300,28 @@ impl Operations for PmemOps {
     }
 }
 
-/// A namespace bound to the driver: its disk, removed when the namespace is unbound.
+/// A namespace bound to the driver: its disk, removed when the namespace is unbound, after
+/// which the region is flushed, as the C driver does at remove.
 struct PmemDisk {
-    _disk: GenDisk<PmemOps>,
+    disk: Option<GenDisk<PmemOps>>,
+    region: Arc<Devres<RegionFlush>>,
+}
+
+impl PmemDisk {
+    /// Flush the region (remove, shutdown); a failure is only reported.
+    fn flush(&self) {
+        if let Err(e) = flush_region(&self.region) {
+            pr_warn!("flushing the region failed ({:?})\n", e);
+        }
+    }
+}
+
+impl Drop for PmemDisk {
+    fn drop(&mut self) {
+        // Remove the disk first: its last requests are done then.
+        drop(self.disk.take());
+        self.flush();
+    }
 }
 
 /// The nvdimm namespace driver: one disk per bound namespace.
@@ -302,6 +341,33 @@ impl nvdimm::Driver for RustPmemDriver {
     ) -> impl PinInit<PmemDisk, Error> + 'bound {
         create_fsdax_disk(pfn, module_parameters::nowait.value())
     }
+
+    fn shutdown<'bound>(_dev: &'bound device::Device<device::Core<'_>>, this: Pin<&PmemDisk>) {
+        this.flush();
+    }
+}
+
+/// What the region needs for durable writes: its flush handle and whether to advertise FUA.
+/// Fails for asynchronous regions (virtio-pmem), with a message.
+fn region_persistence(
+    dev: &device::Device,
+    flush: Result<Devres<RegionFlush>>,
+    needs_flush: Option<bool>,
+) -> Result<(Arc<Devres<RegionFlush>>, bool)> {
+    let flush = flush.inspect_err(|e| {
+        if *e == EOPNOTSUPP {
+            dev_err!(
+                dev,
+                "asynchronous region (virtio-pmem): its flush is a request to the host, which this driver cannot send; not binding (the C nd_pmem driver serves it)\n"
+            );
+        }
+    })?;
+    // Like the C driver: FUA only where writes need a flush to be durable; where that cannot be
+    // told, no FUA, and a warning.
+    if needs_flush.is_none() {
+        dev_warn!(dev, "unable to guarantee persistence of writes\n");
+    }
+    Ok((Arc::new(flush, GFP_KERNEL)?, needs_flush == Some(true)))
 }
 
 /// Report that `range` is claimed already.
@@ -320,6 +386,7 @@ fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result
     let dev: &device::Device<device::Core<'_>> = ns.as_ref();
     let range = ns.range();
     let name = CString::try_from_fmt(fmt!("r{}", ns.disk_name()?.to_str()?))?;
+    let (region, fua) = region_persistence(dev, ns.region_flush(), ns.needs_flush())?;
     let mem = Mapping::new(range, CString::try_from(dev.name())?).inspect_err(|e| {
         if *e == EBUSY {
             report_busy(dev, range);
@@ -327,7 +394,8 @@ fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result
     })?;
     let bb = Arc::pin_init(BadBlocks::new(), GFP_KERNEL)?;
     ns.populate_badblocks(&bb);
-    build_disk(dev, name, Arc::new(mem, GFP_KERNEL)?, bb, None, nowait)
+    let mem = Arc::new(mem, GFP_KERNEL)?;
+    build_disk(dev, name, mem, bb, None, (region, fua), nowait)
 }
 
 /// Create the disk of the fsdax namespace of `pfn`, with a DAX device; named like the disk of
@@ -336,6 +404,7 @@ fn create_fsdax_disk(pfn: &nvdimm::Pfn<device::Core<'_>>, nowait: bool) -> Resul
     let dev: &device::Device<device::Core<'_>> = pfn.as_ref();
     let range = pfn.namespace_range();
     let name = CString::try_from_fmt(fmt!("r{}", pfn.disk_name()?.to_str()?))?;
+    let (region, fua) = region_persistence(dev, pfn.region_flush(), pfn.needs_flush())?;
     let mem = pfn
         .map_pages(CString::try_from(dev.name())?)
         .inspect_err(|e| {
@@ -357,7 +426,10 @@ fn create_fsdax_disk(pfn: &nvdimm::Pfn<device::Core<'_>>, nowait: bool) -> Resul
     if pfn.is_sync() {
         dax.set_synchronous();
     }
-    build_disk(dev, name, mem, bb, Some(dax), nowait)
+    // Like the C driver: `fsync()`/`msync()` of DAX mappings write the CPU caches back when
+    // they are outside the persistence domain.
+    dax.set_write_cache(pfn.has_cache());
+    build_disk(dev, name, mem, bb, Some(dax), (region, fua), nowait)
 }
 
 /// Make the disk `name` for `mem`.
@@ -367,6 +439,7 @@ fn build_disk(
     mem: Arc<Mapping>,
     bb: Arc<BadBlocks>,
     dax: Option<dax::Device>,
+    (region, fua): (Arc<Devres<RegionFlush>>, bool),
     nowait: bool,
 ) -> Result<PmemDisk> {
     let range = mem.range();
@@ -379,6 +452,7 @@ fn build_disk(
             mem,
             bb: bb.clone(),
             name: CString::try_from(&*name)?,
+            region: region.clone(),
         },
         GFP_KERNEL,
     )?;
@@ -388,7 +462,7 @@ fn build_disk(
         .capacity_sectors(capacity_sectors)
         .logical_block_size(LOGICAL_BLOCK_SIZE)?
         .physical_block_size(PHYSICAL_BLOCK_SIZE)?
-        .write_cache(true)
+        .write_cache(fua)
         .synchronous(true)
         .nowait(nowait)
         // Like the bio-based C driver: no I/O statistics (a clock read and per-CPU counters per
@@ -406,15 +480,19 @@ fn build_disk(
         builder.build_owned::<RustPmemModule, _>(fmt!("{}", name.to_str()?), tagset, queue)?;
     dev_info!(
         dev,
-        "{}: {:#x}+{:#x} ({} MiB), nowait={}, dax={}\n",
+        "{}: {:#x}+{:#x} ({} MiB), nowait={}, dax={}, fua={}\n",
         name.to_str()?,
         range.start,
         range.size,
         range.size >> 20,
         nowait,
-        has_dax
+        has_dax,
+        fua
     );
-    Ok(PmemDisk { _disk: disk })
+    Ok(PmemDisk {
+        disk: Some(disk),
+        region,
+    })
 }
 
 /// The module: registers the namespace driver.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The admin queue pair and the admin commands: Identify, Set Features (Number of Queues),
-//! Create I/O Completion/Submission Queue, Abort.
+//! Create and Delete I/O Completion/Submission Queue, Abort.
 //!
 //! Admin commands are polled: they only run at probe, reset and for an Abort.
 
@@ -22,6 +22,10 @@ use kernel::{
 
 /// Entries of the admin queues.
 pub(crate) const ADMIN_DEPTH: u16 = 32;
+/// Delete I/O Submission Queue.
+const ADMIN_DELETE_SQ: u8 = 0x00;
+/// Delete I/O Completion Queue.
+const ADMIN_DELETE_CQ: u8 = 0x04;
 /// How often to look for the completion of an admin command.
 const POLL_INTERVAL: Delta = Delta::from_millis(1);
 
@@ -195,6 +199,23 @@ impl AdminQueue {
                 .cdw11(cmd::QUEUE_PHYS_CONTIG | (qid << 16)),
         )
         .inspect_err(|e| pr_err!("creating I/O SQ {} failed: {:?}\n", qid, e))?;
+        Ok(())
+    }
+
+    /// Delete the I/O queues of `queues` on the controller, as the C driver does before it
+    /// disables or shuts down the controller: every submission queue first (the controller
+    /// aborts what they still hold and completes it on their completion queues), then every
+    /// completion queue. Stops at the first command that fails or times out (a controller
+    /// that does not answer is disabled anyway), so this takes at most one `admin_timeout`
+    /// beyond what the controller needs.
+    pub(crate) fn delete_io_queues(&mut self, regs: &Regs, queues: &[Arc<IoQueue>]) -> Result {
+        for (opcode, what) in [(ADMIN_DELETE_SQ, "SQ"), (ADMIN_DELETE_CQ, "CQ")] {
+            for q in queues.iter().rev() {
+                let qid = u32::from(q.qid);
+                self.run(regs, Sqe::new(opcode, 0).cdw10(qid))
+                    .inspect_err(|e| pr_warn!("deleting I/O {} {} failed: {:?}\n", what, qid, e))?;
+            }
+        }
         Ok(())
     }
 

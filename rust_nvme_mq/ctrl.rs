@@ -34,6 +34,10 @@ const RESET_RETRY_DELAY: Delta = Delta::from_secs(1);
 /// How often a reset tries the device lock, 10 ms apart, before the attempt fails.
 const PCI_LOCK_TRIES: u32 = 100;
 
+/// How long a shutdown waits for the commands in flight to complete before it deletes the
+/// queues (as long as the C driver's `nvme_wait_freeze_timeout()` at shutdown).
+const SHUTDOWN_DRAIN: Delta = Delta::from_secs(30);
+
 /// Controller indices (`rnvme<C>`) in use, one bit each.
 static CTRL_INDICES: Atomic<u32> = Atomic::new(0);
 
@@ -442,6 +446,62 @@ impl Ctrl {
         self.reset_work.flush();
         let disks = core::mem::take(&mut *self.disks.lock());
         drop(disks);
+        // No request is left: delete the I/O queues before the controller is shut down (when
+        // the last reference to it goes).
+        let mut admin = self.admin.lock();
+        self.queues.iter().for_each(|q| q.set_accepting(false));
+        self.delete_io_queues(&mut admin);
+    }
+
+    /// System shutdown (reboot, power-off, kexec) with the driver still bound, like the C
+    /// driver's `nvme_shutdown()`: stop resets, stop taking commands and wait (at most
+    /// [`SHUTDOWN_DRAIN`]) for those in flight, delete the I/O queues, then shut the
+    /// controller down (CC.SHN) so that it knows power goes away. The controller stays
+    /// disabled (`Dead`): requests still held, and any submitted later, fail; a later unbind
+    /// finds nothing left to shut down.
+    pub(crate) fn shutdown(&self) {
+        *self.removing.lock() = true;
+        self.reset_work.flush();
+        if self.state() == CtrlState::Dead {
+            return;
+        }
+        self.queues.iter().for_each(|q| q.set_accepting(false));
+        // Without the admin lock: a command that times out meanwhile gets its Abort (or, as
+        // resets are off now, `give_up` disables the controller).
+        let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        while self.queues.iter().any(|q| q.occupancy().0 > 0) && start.elapsed() < SHUTDOWN_DRAIN {
+            // Poll queues have no interrupt; the others are reaped by theirs too.
+            self.queues.iter().for_each(|q| {
+                q.process_completions();
+            });
+            fsleep(Delta::from_millis(1));
+        }
+        let mut admin = self.admin.lock();
+        if !self.leave_live(CtrlState::Dead) {
+            // `give_up` disabled the controller and failed what it held.
+            return;
+        }
+        self.delete_io_queues(&mut admin);
+        self.regs.shutdown();
+        let failed: usize = self.queues.iter().map(|q| q.requeue_all_and_clear()).sum();
+        let _ = admin.clear();
+        if failed > 0 {
+            pr_warn!(
+                "rnvme{}: shut down with {} commands not completed\n",
+                self.index,
+                failed
+            );
+        }
+    }
+
+    /// Delete the I/O queues on the controller before it is disabled or shut down, as the C
+    /// driver does (a controller disabled with commands on its queues may not cope well; QEMU
+    /// 7.2 has crashed then). Only while the controller runs (ready, no fatal status); a
+    /// failure is logged and the controller is disabled anyway.
+    fn delete_io_queues(&self, admin: &mut AdminQueue) {
+        if self.regs.csts().is_some_and(|c| c.rdy() && !c.cfs()) {
+            let _ = admin.delete_io_queues(&self.regs, &self.queues);
+        }
     }
 
     /// Reset the controller (the work item of [`Ctrl::schedule_reset`]): disable it (it then
@@ -545,6 +605,7 @@ impl Ctrl {
     /// and empty every queue. Returns how many requests were requeued.
     fn stop_and_requeue_all(&self, admin: &mut AdminQueue) -> usize {
         self.queues.iter().for_each(|q| q.set_accepting(false));
+        self.delete_io_queues(admin);
         let _ = self.regs.disable();
         let requeued = self.queues.iter().map(|q| q.requeue_all_and_clear()).sum();
         // Cannot fail: the admin queue has `ADMIN_DEPTH` entries.
@@ -559,6 +620,10 @@ impl Ctrl {
             return Err(ENODEV);
         }
         self.enable_pci()?;
+        // With memory decoding off, the first half could not disable the controller (its
+        // registers did not answer): it would still run on the old queues, with the admin
+        // queue out of step (QEMU then executes stale admin entries). Disable it now.
+        self.regs.disable()?;
         admin.enable(&self.regs)?;
         let granted = admin.set_queue_count(&self.regs, self.want_queues)?;
         if (granted as usize) < self.queues.len() {

@@ -538,6 +538,11 @@ impl IoQueue {
             };
             consumed = true;
             st.advance_cq(self.depth);
+            if !st.accepting && aborted_by_sq_deletion(cqe.status) {
+                // The queues are being deleted before the controller is disabled: the request
+                // stays in its slot and is requeued (reset) or failed (shutdown) from there.
+                continue;
+            }
             if let (Some(rq), Some(entry)) = (st.take(cqe.cid), done.get_mut(n)) {
                 let status = crate::ioctl::io_status(&rq, &cqe);
                 *entry = Some((rq, status));
@@ -698,6 +703,12 @@ impl IoQueue {
         let st = self.state.lock();
         (self.slots() - st.free.len(), st.lent, st.lent_max)
     }
+}
+
+/// Whether a completion's status field says "Command Aborted due to SQ Deletion" (generic
+/// command status 0x08): the command did not run, and may be issued again.
+fn aborted_by_sq_deletion(status: u16) -> bool {
+    status & 0x7ff == 0x08
 }
 
 /// The interrupt handler of one vector: reaps the completion queues assigned to it.

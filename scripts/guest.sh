@@ -6,8 +6,8 @@ trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2
 
 usage() {
     cat <<USAGE
-Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS] [--labelled] [--nvme-subsys] [--timeout S]
-          [--init-deadline S] [--append ARGS] [--log FILE] -- 'GUEST COMMAND'
+Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS] [--labelled] [--nvme-subsys] [--virtio-pmem] [--timeout S]
+          [--init-deadline S] [--append ARGS] [--log FILE] [--trace EVENTS] -- 'GUEST COMMAND'
 
 Uses the kernels and guest tools recorded by scripts/prepare.sh (out/env). The guest gets
 an NVDIMM of \$RBLK_PMEM_SIZE (default 256M) backed by \$IMAGES/pmem.img, kept between boots,
@@ -27,9 +27,17 @@ command's status.
   --nvme-subsys
               the NVMe controller is in an NVMe subsystem (Namespace Attachment works) with a
               second namespace, nsid 2, of 16M backed by \$IMAGES/nvme-ns2.img, detached at boot
+  --virtio-pmem
+              add a virtio-pmem-pci device of 128M backed by \$IMAGES/vpmem.img: an asynchronous
+              nvdimm region (its flush is a request to the host)
   --nvme-null LATENCY_NS
               the NVMe namespace is QEMU's null-aio (no image): each command takes
               LATENCY_NS of host time, many in parallel, reads return zeros
+  --trace EVENTS
+              QEMU trace events to record (comma-separated, see qemu-system-x86_64 -trace
+              help) into FILE.trace next to the --log FILE (needs --log); read it after this
+              script returns, e.g. the NVMe controller's view of a shutdown:
+              pci_nvme_del_sq,pci_nvme_del_cq,pci_nvme_mmio_shutdown_set
   --timeout S wall-clock limit for the whole boot (default 1200)
   --init-deadline S
               wall-clock limit for the kernel to start the initramfs's /init (default 300;
@@ -44,12 +52,14 @@ DEBUG=0
 ICOUNT=0
 LABELLED=0
 NVME_SUBSYS=0
+VPMEM=0
 NVME_NULL=
 SMP=2
 TIMEOUT=1200
 INIT_DEADLINE=300
 APPEND=
 LOG=
+TRACE=
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --builtin) BUILTIN=1 ;;
@@ -57,7 +67,8 @@ while [[ $# -gt 0 ]]; do
         --icount) ICOUNT=1 ;;
         --labelled) LABELLED=1 ;;
         --nvme-subsys) NVME_SUBSYS=1 ;;
-        --smp|--timeout|--init-deadline|--append|--log|--nvme-null)
+        --virtio-pmem) VPMEM=1 ;;
+        --smp|--timeout|--init-deadline|--append|--log|--nvme-null|--trace)
             [[ $# -ge 2 ]] || { echo "guest: $1 needs an argument" >&2; exit 2; }
             case "$1" in
                 --smp) SMP=$2 ;;
@@ -66,6 +77,7 @@ while [[ $# -gt 0 ]]; do
                 --append) APPEND=$2 ;;
                 --log) LOG=$2 ;;
                 --nvme-null) NVME_NULL=$2 ;;
+                --trace) TRACE=$2 ;;
             esac
             shift ;;
         -h|--help) usage; exit 0 ;;
@@ -99,9 +111,11 @@ args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" -
 [[ $LABELLED == 1 ]] && args+=(--lpmem-img "$IMAGES/pmem-labelled.img" --lpmem-size 128M)
 [[ -n "$NVME_NULL" ]] && args+=(--nvme-null "$NVME_NULL")
 [[ $NVME_SUBSYS == 1 ]] && args+=(--nvme-ns2-img "$IMAGES/nvme-ns2.img")
+[[ $VPMEM == 1 ]] && args+=(--vpmem-img "$IMAGES/vpmem.img")
 # Keep the console for test output; the tests read kernel messages with dmesg.
 args+=(--append "loglevel=4 ${APPEND}")
 [[ -n "$LOG" ]] && args+=(--log "$LOG")
+[[ -n "$TRACE" ]] && args+=(--trace "$TRACE")
 # Not exec: the EXIT trap deletes the initramfs (38 MB each boot) when QEMU is done.
 rc=0
 "$TOP/scripts/qemu-run.sh" "${args[@]}" || rc=$?

@@ -11,6 +11,7 @@ DEFAULT_TIMEOUT=600                   # seconds
 DEFAULT_PMEM_SIZE=1G
 DEFAULT_NVME_SIZE=1G
 MEM_SLOTS=2                           # hotplug slots for -m (each NVDIMM takes one)
+VPMEM_SIZE=128M                       # size of the virtio-pmem device (--vpmem-img)
 LABEL_SIZE=128K                       # label area of the labelled NVDIMM (--lpmem-img)
 NVME_SERIAL=rblk0001
 KILL_GRACE=10                         # seconds between SIGTERM and SIGKILL to QEMU on timeout
@@ -29,9 +30,9 @@ usage() {
 Usage: $0 --kernel BZIMAGE --initrd FILE [--smp N] [--mem SIZE]
           [--pmem-img PATH] [--pmem-size SIZE] [--lpmem-img PATH --lpmem-size SIZE]
           [--nvme-img PATH] [--nvme-size SIZE] [--nvme-queues N]
-          [--nvme-null LATENCY_NS] [--nvme-ns2-img PATH] [--icount] [--iommu]
+          [--nvme-null LATENCY_NS] [--nvme-ns2-img PATH] [--vpmem-img PATH] [--icount] [--iommu]
           [--append 'EXTRA KERNEL ARGS'] [--timeout SECONDS] [--init-deadline SECONDS]
-          [--log FILE] [--help]
+          [--log FILE] [--trace EVENTS] [--help]
 
 Boots QEMU (machine pc,nvdimm=on; TCG with -cpu max, or KVM with -cpu host if RBLK_ACCEL=kvm),
 streams the serial console to stdout and to the log file, and exits with the status from the
@@ -60,6 +61,9 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
   --nvme-ns2-img PATH the NVMe controller joins an NVMe subsystem (nvme-subsys, so that it
                       supports Namespace Attachment) and gets a second namespace, nsid 2,
                       backed by PATH (16M, created if missing), detached at boot; needs --nvme-img
+  --vpmem-img PATH    a virtio-pmem-pci device of $VPMEM_SIZE backed by PATH (created if missing, kept):
+                      an asynchronous nvdimm region, whose flush is a request to the host.
+                      Needs --pmem-img or --pmem-size (the memory hotplug setup)
   --icount            count guest time in instructions: -icount shift=0,sleep=off (1 guest ns
                       per instruction, all vCPUs round robin on one host thread; time jumps
                       over idle periods). Deterministic CPU cost; not with --nvme-null
@@ -71,6 +75,11 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
                       "$INIT_MARKER" of this project's initramfs (default: none). A kernel
                       that stops early in boot is then ended within S seconds, not at --timeout
   --log FILE          console log (default: a temporary file, deleted at exit)
+  --trace EVENTS      enable QEMU's trace events EVENTS (comma-separated names or patterns,
+                      see '$QEMU_BIN -trace help'; e.g. pci_nvme_del_sq,pci_nvme_mmio_shutdown_set)
+                      and write them to FILE.trace next to the --log FILE (needs --log), one
+                      line per event, in the order the device saw them; complete once this
+                      script returns (QEMU has exited)
 
 Images are created (sparse, truncate) when missing and KEPT across boots, so data persistence can
 be tested; an existing image smaller than the requested size is grown (data kept), a larger one is
@@ -94,7 +103,7 @@ to_bytes() {  # SIZE with K/M/G/T (binary) suffix -> bytes; a bare number means 
 
 KERNEL="" INITRD="" SMP=$DEFAULT_SMP MEM=$DEFAULT_MEM TIMEOUT=$DEFAULT_TIMEOUT LOG="" INIT_DEADLINE=""
 PMEM_IMG="" PMEM_SIZE="" LPMEM_IMG="" LPMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND="" IOMMU=0
-NVME_NULL="" ICOUNT=0 NVME_NS2_IMG=
+NVME_NULL="" ICOUNT=0 NVME_NS2_IMG= TRACE="" VPMEM_IMG=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --kernel) need_arg "$@"; KERNEL=$2; shift 2 ;;
@@ -111,11 +120,13 @@ while [[ $# -gt 0 ]]; do
         --iommu) IOMMU=1; shift ;;
         --nvme-null) need_arg "$@"; NVME_NULL=$2; shift 2 ;;
         --nvme-ns2-img) need_arg "$@"; NVME_NS2_IMG=$2; shift 2 ;;
+        --vpmem-img) need_arg "$@"; VPMEM_IMG=$2; shift 2 ;;
         --icount) ICOUNT=1; shift ;;
         --append) [[ $# -ge 2 ]] || die "--append needs an argument"; APPEND=$2; shift 2 ;;
         --timeout) need_arg "$@"; TIMEOUT=$2; shift 2 ;;
         --init-deadline) need_arg "$@"; INIT_DEADLINE=$2; shift 2 ;;
         --log) need_arg "$@"; LOG=$2; shift 2 ;;
+        --trace) need_arg "$@"; TRACE=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument $1" ;;
     esac
@@ -132,6 +143,8 @@ done
 # mixed, the device's pace would depend on the host's speed again.
 [[ -n "$NVME_NULL" && $ICOUNT == 1 ]] && die "--nvme-null and --icount do not mix (the device latency is host time, icount's clock is guest instructions)"
 [[ -z "$NVME_NS2_IMG" || -z "$NVME_NULL" ]] || die "--nvme-ns2-img and --nvme-null do not mix"
+[[ -z "$TRACE" || -n "$LOG" ]] || die "--trace needs --log (the trace is written next to the log)"
+[[ -z "$TRACE" || "$TRACE" =~ ^[A-Za-z0-9_*,]+$ ]] || die "--trace takes comma-separated event names or patterns, not '$TRACE'"
 command -v "$QEMU_BIN" >/dev/null || die "$QEMU_BIN not found (scripts/setup-host.sh installs it)"
 # The tests and the bench baselines are for one QEMU series (scripts/setup-host.sh pins it): any
 # other is a loud stop, not a quiet change of results. RBLK_QEMU (your own binary) skips this.
@@ -198,8 +211,20 @@ if [[ -n "$PMEM_IMG" || -n "$PMEM_SIZE" ]]; then
         nvdimms+=(-object "memory-backend-file,id=mem2,share=on,mem-path=$LPMEM_IMG,size=$lpmem_bytes"
                   -device "nvdimm,id=nv2,memdev=mem2,label-size=$LABEL_SIZE")
     fi
+    if [[ -n "$VPMEM_IMG" ]]; then
+        vpmem_bytes=$(to_bytes "$VPMEM_SIZE")
+        prepare_image "$VPMEM_IMG" "$vpmem_bytes"
+        exec {vpmem_lock}<"$VPMEM_IMG"
+        flock -n "$vpmem_lock" || die "$VPMEM_IMG is in use by another qemu-run"
+        maxmem_mib=$((maxmem_mib + vpmem_bytes / MIB))
+        MEM_SLOTS=$((MEM_SLOTS + 1))
+        # shellcheck disable=SC2054  # commas are QEMU option syntax
+        nvdimms+=(-object "memory-backend-file,id=vmem1,share=on,mem-path=$VPMEM_IMG,size=$vpmem_bytes"
+                  -device virtio-pmem-pci,memdev=vmem1,id=vpmem1)
+    fi
     QEMU+=(-m "${mem_mib}M,slots=$MEM_SLOTS,maxmem=${maxmem_mib}M" "${nvdimms[@]}")
 else
+    [[ -z "$VPMEM_IMG" ]] || die "--vpmem-img needs --pmem-img or --pmem-size too"
     [[ -z "$LPMEM_IMG" ]] || die "--lpmem-img needs --pmem-img or --pmem-size (the unlabelled NVDIMM) too"
     QEMU+=(-m "${mem_mib}M")
 fi
@@ -223,6 +248,14 @@ elif [[ -n "$NVME_IMG" || -n "$NVME_SIZE" || -n "$NVME_QUEUES" ]]; then
     fi
 fi
 QEMU+=(-append "$KERNEL_ARGS_BASE${APPEND:+ $APPEND}")
+if [[ -n "$TRACE" ]]; then
+    # The log backend of Debian's QEMU writes enabled events to the -trace file= (flushed at
+    # exit); a fresh file per boot.
+    rm -f "$LOG.trace"
+    IFS=, read -ra trace_events <<<"$TRACE"
+    for ev in "${trace_events[@]}"; do QEMU+=(-trace "enable=$ev"); done
+    QEMU+=(-trace "file=$LOG.trace")
+fi
 
 if [[ -z "$LOG" ]]; then
     LOG=$(mktemp "${TMPDIR:-/tmp}/qemu-run.XXXXXX.log"); KEEP_LOG=0
@@ -278,6 +311,7 @@ watch_init() {
     # Not this subshell's to hold: the image locks must go with QEMU, not with a sleep here.
     if [[ -n "${pmem_lock:-}" ]]; then exec {pmem_lock}<&-; fi
     if [[ -n "${lpmem_lock:-}" ]]; then exec {lpmem_lock}<&-; fi
+    if [[ -n "${vpmem_lock:-}" ]]; then exec {vpmem_lock}<&-; fi
     while kill -0 "$TPID" 2>/dev/null; do
         grep -qaF "$INIT_MARKER" "$LOG" && return 0
         if ((waited >= INIT_DEADLINE)); then

@@ -159,6 +159,22 @@ boot nvme_rescan --smp 2 --nvme-subsys -- 'bash /tests/suite-nvme-rescan.sh'
 boot nvme_io_passthru --smp 2 -- 'bash /tests/suite-nvme-io-passthru.sh'
 boot nvme_latency --smp 4 --nvme-null 100000000 -- 'bash /tests/suite-nvme-latency.sh'
 boot nvme_poll --smp 4 -- 'bash /tests/suite-nvme-poll.sh'
+# CC.SHN and the deletion of the I/O queues, seen by the controller (QEMU's trace, read after the
+# guest powered off): at power-off with the driver bound (PCI shutdown callback), and at rmmod.
+NVME_SHUTDOWN_EVENTS=$("$TOP/tests/host/nvme-shutdown-trace.sh" --events)
+for mode in poweroff rmmod; do
+    boot "nvme_shutdown_$mode" --smp 2 --trace "$NVME_SHUTDOWN_EVENTS" -- "bash /tests/suite-nvme-shutdown.sh $mode"
+    host "nvme_shutdown_${mode}_trace" "$TOP/tests/host/nvme-shutdown-trace.sh" \
+        "$LOGS/nvme_shutdown_$mode.log.trace" "nvme_shutdown_${mode}_device"
+done
+# rust_pmem's FUA and write cache as nd_pmem's on the NVDIMM; an asynchronous region
+# (virtio-pmem) refused by rust_pmem; the C driver's fsync there reaches the host (QEMU trace).
+boot pmem_flush --virtio-pmem --trace virtio_pmem_flush_request -- 'bash /tests/suite-pmem-flush.sh'
+if grep -aq virtio_pmem_flush_request "$LOGS/pmem_flush.log.trace" 2>/dev/null; then
+    result PASS c_nd_pmem_async_flush_reached_host
+else
+    result FAIL c_nd_pmem_async_flush_reached_host
+fi
 boot builtin --builtin --append 'rust_pmem.nowait=1' -- 'bash /tests/suite-builtin.sh'
 
 # Kernel log lines that mean a debug facility found a bug (the whole log is on the console:

@@ -1,0 +1,36 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# NVMe controller shutdown, checked from the device's side on the host: the boot runs with
+# scripts/guest.sh --trace (QEMU's NVMe trace events) and tests/host/nvme-shutdown-trace.sh reads
+# the trace after the guest has powered off (see scripts/run-tests.sh).
+#   poweroff: rust_nvme_mq stays bound; /init powers off (busybox poweroff -f: the reboot system
+#             call, kernel_power_off() -> device_shutdown() -> the PCI shutdown callback)
+#   rmmod:    rust_nvme_mq is unloaded before the power-off (unbind)
+# Here, the guest side: the driver binds and writes reach the disk.
+source /tests/lib.sh
+source /tests/nvme-lib.sh
+MODE=${1:?usage: suite-nvme-shutdown.sh poweroff|rmmod}
+
+test_bind_and_write() {
+    load_nvme
+    # Writes left in the controller's cache (no flush) are what a clean shutdown is for.
+    dd if=/dev/urandom of=$DEV bs=64k count=64 oflag=direct status=none
+    # poweroff: reads still in flight when the power-off starts (the shutdown waits for them).
+    if [[ ${1:-} == reading ]]; then
+        dd if=$DEV of=/dev/null bs=4k count=20000 iflag=direct status=none </dev/null >/dev/null 2>&1 &
+    fi
+}
+
+test_unbind() {
+    unload_nvme
+    [[ ! -e /sys/module/rust_nvme_mq ]] || fail "rust_nvme_mq still loaded"
+}
+
+case $MODE in
+    poweroff) t nvme_shutdown_bound_write test_bind_and_write reading ;;
+    rmmod)
+        t nvme_shutdown_rmmod_write test_bind_and_write
+        t nvme_shutdown_rmmod_unbind test_unbind
+        ;;
+    *) fail "unknown mode $MODE" ;;
+esac
