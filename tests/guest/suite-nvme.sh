@@ -374,7 +374,20 @@ test_cpu_hotplug() {
         --cpus_allowed=0-$last --cpus_allowed_policy=split --verify=crc32c --verify_fatal=1 \
         --do_verify=1 --group_reporting --output-format=terse >/tmp/fio.out 2>&1 &
     pid=$!
-    sleep 3
+    # The loop starts once every job has pinned itself to its CPU: a job that sets its affinity
+    # while its CPU is offline fails (EINVAL), and a busy host can delay the jobs' start by seconds.
+    local waited=0 pinned s
+    while :; do
+        pinned=0
+        for s in /proc/[0-9]*/status; do
+            grep -qE "^PPid:[[:space:]]+$pid\$" "$s" 2>/dev/null || continue
+            if grep -qE '^Cpus_allowed_list:[[:space:]]+[0-9]+$' "$s"; then pinned=$((pinned + 1)); fi
+        done
+        ((pinned < NCPU)) || break
+        ((waited++ < 600)) || fail "fio's $NCPU jobs did not pin themselves to their CPUs within 60 s"
+        sleep 0.1
+    done
+    sleep 1
     hotplug_loop &
     loop=$!
     wait $pid || fail_msg="fio verify during CPU hotplug"
