@@ -164,11 +164,7 @@ impl PmemQueue {
     /// `EIO` through the machine-check safe copy.
     #[cold]
     fn clear_bad_slow(&self, sector: u64, sectors: u64) -> Result {
-        if self.bb.clear(sector, sectors) {
-            Ok(())
-        } else {
-            Err(EIO)
-        }
+        self.bb.clear(sector, sectors).map_err(|_| EIO)
     }
 
     /// The bytes `rq` covers; fails if any of them lies beyond the end of the memory.
@@ -225,8 +221,8 @@ impl dax::Operations for PmemDax {
 
     fn zero_page_range(&self, pgoff: usize, nr_pages: usize) -> Result {
         let (sector, sectors) = page_sectors(pgoff, nr_pages);
-        if self.bb.is_bad(sector, sectors) && !self.bb.clear(sector, sectors) {
-            return Err(EIO);
+        if self.bb.is_bad(sector, sectors) {
+            self.bb.clear(sector, sectors).map_err(|_| EIO)?;
         }
         self.mem.zero(
             pgoff * PAGE_SIZE,
@@ -247,11 +243,7 @@ impl dax::Operations for PmemDax {
         if offset % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 {
             return Err(EIO);
         }
-        if self.bb.clear(first, end - first) {
-            Ok(())
-        } else {
-            Err(EIO)
-        }
+        self.bb.clear(first, end - first).map_err(|_| EIO)
     }
 }
 
@@ -305,8 +297,8 @@ fn report_busy(dev: &device::Device, range: kernel::io::pmem::Range) {
     dev_err!(
         dev,
         "persistent memory {:#x}+{:#x} is in use by another driver\n",
-        range.start,
-        range.size
+        range.start(),
+        range.size()
     );
 }
 
@@ -316,7 +308,7 @@ fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result
     let dev: &device::Device<device::Core<'_>> = ns.as_ref();
     let range = ns.range();
     let name = CString::try_from_fmt(fmt!("r{}", ns.disk_name()?.to_str()?))?;
-    let mem = Mapping::new(range, CString::try_from(dev.name())?).inspect_err(|e| {
+    let mem = ns.map(CString::try_from(dev.name())?).inspect_err(|e| {
         if *e == EBUSY {
             report_busy(dev, range);
         }
@@ -404,9 +396,9 @@ fn build_disk(
         dev,
         "{}: {:#x}+{:#x} ({} MiB), nowait={}, dax={}\n",
         name.to_str()?,
-        range.start,
-        range.size,
-        range.size >> 20,
+        range.start(),
+        range.size(),
+        range.size() >> 20,
         nowait,
         has_dax
     );

@@ -497,7 +497,7 @@ impl Ctrl {
     /// is turned off behind the driver's back (a DMA fault handler, a write to the command
     /// register): memory decoding (what `pci_enable_device_mem()` turned on at probe; calling
     /// it again would only count up) and bus mastering. Fails with `ENODEV` once the driver
-    /// has started to unbind.
+    /// has started to unbind, and with `EBUSY` while someone else holds the device lock.
     fn enable_pci(&self) -> Result {
         self.pci.with_bound(|dev| {
             let pdev: &pci::Device<Bound> = dev.try_into()?;
@@ -510,8 +510,9 @@ impl Ctrl {
             if !command.bus_master() {
                 dev_warn!(dev, "rnvme{}: bus mastering was off\n", self.index);
             }
-            pdev.set_master();
-            Ok(())
+            // Under the device lock, without waiting for it: `EBUSY` while the device is
+            // being unbound or reset through sysfs fails this attempt (retried later).
+            pdev.try_set_master()
         })
     }
 
