@@ -458,7 +458,7 @@ impl NvmeDevice {
         };
         let passthru = ioctl::Passthru::new(ctrl.clone(), identity, disk_setup, dev)?;
         let chardev = chardev::register(passthru.clone(), dev)?;
-        let hotplug = hotplug::register(ctrl.clone(), params.io_timeout)?;
+        let hotplug = hotplug::register(dev, ctrl.clone(), params.io_timeout)?;
         let setup = &passthru.disk_setup;
         // Nothing may fail after the controller holds its disks: only `NvmeDevice`'s drop
         // takes them back.

@@ -178,11 +178,7 @@ impl PmemQueue {
     /// `EIO` through the machine-check safe copy.
     #[cold]
     fn clear_bad_slow(&self, sector: u64, sectors: u64) -> Result {
-        if self.bb.clear(sector, sectors) {
-            Ok(())
-        } else {
-            Err(EIO)
-        }
+        self.bb.clear(sector, sectors).map_err(|_| EIO)
     }
 
     /// The bytes `rq` covers; fails if any of them lies beyond the end of the memory.
@@ -245,8 +241,8 @@ impl dax::Operations for PmemDax {
 
     fn zero_page_range(&self, pgoff: usize, nr_pages: usize) -> Result {
         let (sector, sectors) = page_sectors(pgoff, nr_pages);
-        if self.bb.is_bad(sector, sectors) && !self.bb.clear(sector, sectors) {
-            return Err(EIO);
+        if self.bb.is_bad(sector, sectors) {
+            self.bb.clear(sector, sectors).map_err(|_| EIO)?;
         }
         self.mem.zero(
             pgoff * PAGE_SIZE,
@@ -267,11 +263,7 @@ impl dax::Operations for PmemDax {
         if offset % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 {
             return Err(EIO);
         }
-        if self.bb.clear(first, end - first) {
-            Ok(())
-        } else {
-            Err(EIO)
-        }
+        self.bb.clear(first, end - first).map_err(|_| EIO)
     }
 }
 
@@ -375,8 +367,8 @@ fn report_busy(dev: &device::Device, range: kernel::io::pmem::Range) {
     dev_err!(
         dev,
         "persistent memory {:#x}+{:#x} is in use by another driver\n",
-        range.start,
-        range.size
+        range.start(),
+        range.size()
     );
 }
 
@@ -387,7 +379,7 @@ fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result
     let range = ns.range();
     let name = CString::try_from_fmt(fmt!("r{}", ns.disk_name()?.to_str()?))?;
     let (region, fua) = region_persistence(dev, ns.region_flush(), ns.needs_flush())?;
-    let mem = Mapping::new(range, CString::try_from(dev.name())?).inspect_err(|e| {
+    let mem = ns.map(CString::try_from(dev.name())?).inspect_err(|e| {
         if *e == EBUSY {
             report_busy(dev, range);
         }
@@ -482,9 +474,9 @@ fn build_disk(
         dev,
         "{}: {:#x}+{:#x} ({} MiB), nowait={}, dax={}, fua={}\n",
         name.to_str()?,
-        range.start,
-        range.size,
-        range.size >> 20,
+        range.start(),
+        range.size(),
+        range.size() >> 20,
         nowait,
         has_dax,
         fua

@@ -6,6 +6,8 @@ use crate::ctrl::Ctrl;
 use kernel::{
     cpu::{hotplug, CpuId},
     cpumask::Cpumask,
+    device::{Bound, Device},
+    devres::Devres,
     prelude::*,
     sync::Arc,
     time::Delta,
@@ -19,14 +21,11 @@ pub(crate) struct CpuEvents {
     limit: Delta,
 }
 
-/// Registers the callbacks of `ctrl` until dropped.
-pub(crate) type Hotplug = Pin<KBox<hotplug::Registration<CpuEvents>>>;
+/// Registers the callbacks of `ctrl` until dropped, or until the device is unbound.
+pub(crate) type Hotplug = Devres<hotplug::Registration<CpuEvents>>;
 
-pub(crate) fn register(ctrl: Arc<Ctrl>, limit: Delta) -> Result<Hotplug> {
-    KBox::pin_init(
-        hotplug::Registration::new(c"rust_nvme_mq:online", CpuEvents { ctrl, limit }),
-        GFP_KERNEL,
-    )
+pub(crate) fn register(dev: &Device<Bound>, ctrl: Arc<Ctrl>, limit: Delta) -> Result<Hotplug> {
+    hotplug::Registration::new_devres(dev, c"rust_nvme_mq:online", CpuEvents { ctrl, limit })
 }
 
 /// Whether a CPU of `cpus` other than `cpu` is online.
