@@ -39,7 +39,7 @@ USAGE
 # host (mkfs.ext4 -> mke2fs, insmod -> /bin/kmod, ...) stay symlinks in the guest.
 HOST_TOOLS=(
     bash fio nvme ndctl
-    mke2fs mkfs.ext4 e2fsck fsck.ext4 dumpe2fs blkid lsblk
+    mke2fs mkfs.ext4 e2fsck fsck.ext4 dumpe2fs blkid lsblk blkdiscard
     sha256sum md5sum dd taskset
     kmod insmod rmmod modprobe lsmod modinfo depmod
 )

@@ -235,10 +235,13 @@ if [[ -n "$NVME_NULL" ]]; then
 elif [[ -n "$NVME_IMG" || -n "$NVME_SIZE" || -n "$NVME_QUEUES" ]]; then
     NVME_IMG=${NVME_IMG:-$IMG_DIR/nvme0.img}
     prepare_image "$NVME_IMG" "$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}")"
-    QEMU+=(-drive "file=$NVME_IMG,if=none,id=nvm,format=raw")
+    # discard=unmap: a Dataset Management deallocate punches the range out of the image, so the
+    # namespace keeps the promise of its DLFEAT (deallocated blocks read as zeroes); without it
+    # QEMU ignores the deallocate and the blocks keep their data.
+    QEMU+=(-drive "file=$NVME_IMG,if=none,id=nvm,format=raw,discard=unmap")
     if [[ -n "$NVME_NS2_IMG" ]]; then
         prepare_image "$NVME_NS2_IMG" "$((16 * MIB))"
-        QEMU+=(-drive "file=$NVME_NS2_IMG,if=none,id=nvm2,format=raw"
+        QEMU+=(-drive "file=$NVME_NS2_IMG,if=none,id=nvm2,format=raw,discard=unmap"
                -device "nvme-subsys,id=nvsubsys,nqn=rblk-subsys"
                -device "nvme,id=nvctrl,serial=$NVME_SERIAL,subsys=nvsubsys,max_ioqpairs=${NVME_QUEUES:-$SMP}"
                -device "nvme-ns,drive=nvm,bus=nvctrl,nsid=1"

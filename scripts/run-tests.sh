@@ -16,8 +16,18 @@ builds (incremental), rustfmt and clippy over the drivers, then guest boots unde
 ndctl namespaces on a labelled NVDIMM, DAX on it across a reboot, NVMe suite, built-in kernel) and, when the debug kernel
 is built, the main and NVMe suites
 again on it (lockdep, KASAN, DMA-API debugging, behind an emulated IOMMU) with its kernel log
-checked for any report. Prints one line per test, "PASS <name>" or "FAIL <name>", and ends
-with "N passed, N failed". Logs: out/logs/. Exits non-zero if any test failed.
+checked for any report. Prints one line per test, "PASS <name>" or "FAIL <name>", then a
+breakdown "drivers: N passed, N failed; C reference: ...; harness: ..." and, as the last
+line, "N passed, N failed" (all tests). Logs: out/logs/. Exits non-zero if any test failed.
+
+The breakdown counts each test by its name (a debug_ prefix aside):
+  C reference  checks of the C drivers (nd_pmem, nvme) that ours are compared with: the guest
+               tests named c_* or *_c_reference
+  harness      checks of the test machinery itself: host_setup, build_kernels_and_modules,
+               every test of tests/host/ but lint.sh (host_deps, cli, cold_path,
+               boot_deadline), guest_*_ran, guest_*_exit_status and boot_to_init
+  drivers      every other test: rust_pmem and rust_nvme_mq (their guest tests, kernel-log
+               checks after them, rustfmt/clippy over their code)
 
   --debug   build the debug kernel first if it is missing (~30 min the first time), so the
             debug-kernel suites always run (make test-debug)
@@ -38,25 +48,52 @@ mkdir -p "$LOGS"
 rm -f "$LOGS"/*.log
 passed=0
 failed=0
+declare -A kind_passed=([drivers]=0 [c_reference]=0 [harness]=0) kind_failed=([drivers]=0 [c_reference]=0 [harness]=0)
+HARNESS_SCRIPT=0  # set while the results of a harness script of tests/host/ are counted
+# kind_of NAME: drivers, c_reference or harness (see the usage).
+kind_of() {
+    local n=${1#debug_}
+    if [[ $HARNESS_SCRIPT == 1 ]]; then echo harness; return; fi
+    case "$n" in
+        c_*|*_c_reference) echo c_reference ;;
+        host_setup|build_kernels_and_modules|guest_*_ran|guest_*_exit_status|boot_to_init) echo harness ;;
+        *) echo drivers ;;
+    esac
+}
 result() { # PASS|FAIL NAME
+    local kind
     echo "$1 $2"
-    if [[ $1 == PASS ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+    kind=$(kind_of "$2")
+    if [[ $1 == PASS ]]; then
+        passed=$((passed + 1)); kind_passed[$kind]=$((kind_passed[$kind] + 1))
+    else
+        failed=$((failed + 1)); kind_failed[$kind]=$((kind_failed[$kind] + 1))
+    fi
 }
 finish() {
+    local k line=""
+    for k in drivers c_reference harness; do
+        line+="${line:+; }${k/c_reference/C reference}: ${kind_passed[$k]} passed, ${kind_failed[$k]} failed"
+    done
+    echo "$line"
     echo "$passed passed, $failed failed"
     [[ $failed == 0 ]]
 }
 
-# host NAME SCRIPT: a host-side test script; its PASS/FAIL lines count like the guests'.
+# host NAME SCRIPT: a host-side test script; its PASS/FAIL lines count like the guests'. All of
+# them count as harness tests, but those of lint (over the drivers' code).
 host() {
     local name=$1 s lines
     shift
+    HARNESS_SCRIPT=1
+    [[ $name != lint ]] || HARNESS_SCRIPT=0
     s=$(date +%s)
     lines=$("$@" 2>"$LOGS/$name.stderr") || true
     echo "test: host $name: $(($(date +%s) - s)) s" >&2
     if ! grep -qE '^(PASS|FAIL) ' <<<"$lines"; then
         result FAIL "host_${name}_ran"
         tail -n 20 "$LOGS/$name.stderr" | sed 's/^/    | /'
+        HARNESS_SCRIPT=0
         return
     fi
     while IFS= read -r line; do
@@ -65,6 +102,7 @@ host() {
             *) echo "$line" ;;
         esac
     done <<<"$lines"
+    HARNESS_SCRIPT=0
 }
 
 start=$(date +%s)

@@ -8,8 +8,8 @@ TOOLS=/tests/bin
 t() {
     local name=$1 rc
     shift
-    # RBLK_ONLY=NAME (on the guest command line) runs that test alone, for debugging.
-    [[ -z ${RBLK_ONLY:-} || $name == "$RBLK_ONLY" ]] || return 0
+    # RBLK_ONLY="NAME..." (on the guest command line) runs those tests alone, for debugging.
+    [[ -z ${RBLK_ONLY:-} || " $RBLK_ONLY " == *" $name "* ]] || return 0
     # Not in a conditional context, so that `set -e` really applies inside the test.
     ( set -euo pipefail; "$@" ) >/tmp/test.out 2>&1
     rc=$?
@@ -86,6 +86,20 @@ fio_verify() {
     fio --name=verify --filename="$dev" --direct=1 --ioengine=io_uring --iodepth=16 \
         --rw=randwrite --bs=4k --size=100% --verify=crc32c --verify_fatal=1 --do_verify=1 \
         --numjobs=1 --output-format=terse "$@" >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio verify on $dev"; }
+}
+
+# fio_verified FILE [UNVERIFIED_KIB]: fio's terse (v3) output in FILE (a line per job or group)
+# shows no error and a verify phase that read back what the jobs wrote. Write jobs read only to
+# verify, so KiB read (field 6) must equal KiB written (field 47), or fall short by at most
+# UNVERIFIED_KIB: the last --verify_backlog batch of a time-based job, cut off by the clock.
+fio_verified() {
+    local err r w
+    read -r err r w < <(awk -F';' '$1 == 3 { e += $5; r += $6; w += $47 } END { print e + 0, r + 0, w + 0 }' "$1")
+    echo "fio: error $err, $w KiB written, $r KiB read back and verified"
+    expect_eq "fio error" "$err" 0
+    [[ $w -gt 0 ]] || fail "fio wrote nothing"
+    [[ $r -gt 0 ]] || fail "fio verified nothing"
+    [[ $r -le $w && $r -ge $((w - ${2:-0})) ]] || fail "fio verified $r KiB of the $w KiB it wrote"
 }
 
 # Kernel messages that mean a test broke the kernel.

@@ -18,3 +18,61 @@ qstat() {
 }
 sum_col() { awk -v col="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
     /^[0-9]/ { s += $c } END { print s + 0 }' "$STATS"; }
+# disk_ios: requests the block layer completed on rnvme0n1 (reads + writes + discards in
+# /sys/block/rnvme0n1/stat), counted apart from the driver. One per command for loads without
+# flushes (an fsync's empty preflush request counts as a write there, its flush apart).
+disk_ios() { awk '{ print $1 + $5 + $12 }' /sys/block/rnvme0n1/stat; }
+
+# home_queue CMD...: run CMD (I/O at queue depth 1, pinned to one CPU), print the queue that
+# took 64 or more of its commands: that CPU's home queue.
+home_queue() {
+    local q before=() home=""
+    for q in $(seq 1 "$(grep -cE '^[0-9]' "$STATS")"); do before[$q]=$(qstat $q submitted); done
+    "$@" >/dev/null 2>&1 || { echo "home_queue: '$*' failed" >&2; return 1; }
+    for q in $(seq 1 "$(grep -cE '^[0-9]' "$STATS")"); do
+        [[ $(($(qstat $q submitted) - ${before[$q]})) -lt 64 ]] || home=$q
+    done
+    [[ -n $home ]] || { cat "$STATS" >&2; echo "home_queue: no queue took the commands of '$*'" >&2; return 1; }
+    echo "$home"
+}
+
+# snap_counters: remember each queue's submitted, overflow_in and overflow_out counters and
+# disk_ios, for check_lending.
+snap_counters() {
+    local q
+    SNAP_SUB=() SNAP_IN=() SNAP_OUT=()
+    for q in $(seq 1 "$(grep -cE '^[0-9]' "$STATS")"); do
+        SNAP_SUB[$q]=$(qstat $q submitted)
+        SNAP_IN[$q]=$(qstat $q overflow_in)
+        SNAP_OUT[$q]=$(qstat $q overflow_out)
+    done
+    SNAP_IOS=$(disk_ios)
+}
+
+# check_lending HOME: since snap_counters, one CPU whose home queue is HOME submitted all I/O.
+# So every command another queue took was lent to it by HOME. The overflow counters (counted
+# in queue_rq) are checked against what they cannot be derived from: each queue's own count of
+# commands written to it, and the block layer's count of completed requests. Sets LENT to the
+# number of lent commands.
+check_lending() {
+    local home=$1 q sub in out total=0
+    LENT=0
+    for q in $(seq 1 "$(grep -cE '^[0-9]' "$STATS")"); do
+        sub=$(($(qstat $q submitted) - ${SNAP_SUB[$q]}))
+        in=$(($(qstat $q overflow_in) - ${SNAP_IN[$q]}))
+        out=$(($(qstat $q overflow_out) - ${SNAP_OUT[$q]}))
+        total=$((total + sub))
+        if [[ $q == "$home" ]]; then
+            expect_eq "overflow_in of the home queue $home" "$in" 0
+        else
+            expect_eq "overflow_in of queue $q = commands written to it" "$in" "$sub"
+            expect_eq "overflow_out of queue $q (not the home queue)" "$out" 0
+            LENT=$((LENT + sub))
+        fi
+    done
+    expect_eq "overflow_out of the home queue $home = commands on the other queues" \
+        "$(($(qstat $home overflow_out) - ${SNAP_OUT[$home]}))" "$LENT"
+    expect_eq "commands written to the queues = requests the block layer completed" \
+        "$total" "$(($(disk_ios) - SNAP_IOS))"
+    echo "home queue $home, $total commands, $LENT lent to other queues"
+}

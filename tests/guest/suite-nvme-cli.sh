@@ -227,14 +227,16 @@ test_reset_then_io() {
     dd if=/tmp/pattern of=$DEV bs=1M seek=8 oflag=direct status=none
     cmp <(dd if=$DEV bs=1M skip=8 count=4 iflag=direct status=none) /tmp/pattern || fail "I/O after the reset"
     nvme id-ctrl $CDEV | grep -E "^sn " | grep -q rblk0001 || fail "admin commands after the reset"
-    # A reset during I/O: the I/O completes.
-    fio --name=r --filename=$DEV --direct=1 --rw=randrw --bs=4k --iodepth=8 --ioengine=libaio \
-        --size=32M --time_based --runtime=4 --verify=crc32c --output=/tmp/fio.out &
+    # A reset during I/O: the I/O completes, and reads back what it wrote. Time-based (the
+    # reset must fall inside it); fio reads back and verifies every 256 blocks it writes.
+    fio --name=r --filename=$DEV --direct=1 --rw=randwrite --bs=4k --iodepth=8 --ioengine=libaio \
+        --size=32M --time_based --runtime=4 --verify=crc32c --verify_fatal=1 --verify_backlog=256 \
+        --output-format=terse --output=/tmp/fio.out &
     local pid=$!
     sleep 1
     nvme reset $CDEV || fail "nvme reset during I/O failed"
     wait $pid || { cat /tmp/fio.out; fail "fio failed across the reset"; }
-    grep -E "err=|IOPS" /tmp/fio.out | head -3
+    fio_verified /tmp/fio.out $(((256 + 16) * 4))  # a backlog batch and the queue depth
     unload_nvme
 }
 

@@ -59,9 +59,11 @@ test_rescan_unchanged() {
         fail "reading through a file opened before the rescan"
     exec 3<&-
     if dmesg | grep -E "rnvme0n1|namespace gone"; then fail "the rescan touched namespace 1"; fi
-    # Rescans during I/O: the I/O goes on and verifies.
-    fio --name=r --filename=$DEV --direct=1 --rw=randrw --bs=4k --iodepth=16 --ioengine=libaio \
-        --size=32M --time_based --runtime=5 --verify=crc32c --output=/tmp/fio.out &
+    # Rescans during I/O: the I/O goes on and verifies (fio reads back and verifies every 256
+    # blocks it writes, all through the time-based run).
+    fio --name=r --filename=$DEV --direct=1 --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio \
+        --size=32M --time_based --runtime=5 --verify=crc32c --verify_fatal=1 --verify_backlog=256 \
+        --output-format=terse --output=/tmp/fio.out &
     local pid=$! i
     sleep 1
     for i in 1 2 3 4 5 6 7 8; do
@@ -69,7 +71,7 @@ test_rescan_unchanged() {
         sleep 0.3
     done
     wait $pid || { cat /tmp/fio.out; fail "fio failed across rescans"; }
-    grep -E "err=|IOPS" /tmp/fio.out | head -3
+    fio_verified /tmp/fio.out $(((256 + 16) * 4))  # a backlog batch and the queue depth
     expect_eq "disk kept after rescans during I/O" "$(devno $DEV)" "$before"
     unload_nvme
 }
