@@ -20,7 +20,7 @@ command's status.
               behind QEMU's emulated Intel IOMMU
   --icount    guest time counts instructions (QEMU -icount shift=0,sleep=off): fio's IOPS
               become I/Os per 10^9 guest instructions; deterministic. The CPU model is
-              \$RBLK_CPU (default max; the benchmarks use max,-erms)
+              \$RBLK_CPU (default max; the benchmarks use max,-erms,-fsrm)
   --labelled  add a second NVDIMM of 128M with a label area, backed by \$IMAGES/pmem-labelled.img
               (kept between boots like pmem.img): its region holds namespaces made with
               ndctl create-namespace, stored in the labels
