@@ -185,16 +185,28 @@ if ((IOMMU)); then
     APPEND="intel_iommu=on iommu.strict=1${APPEND:+ $APPEND}"
 fi
 
+# add_mem_image PATH BYTES: one memory-backed image (NVDIMM or virtio-pmem) of the guest: made
+# or grown, flock'ed while QEMU runs (QEMU maps the file shared: a second guest on the same file
+# would corrupt it), and counted in maxmem. The first one uses the slot MEM_SLOTS starts with,
+# every further one adds a slot.
+IMAGE_LOCKS=()
+add_mem_image() {
+    local path=$1 bytes=$2 fd
+    prepare_image "$path" "$bytes"
+    exec {fd}<"$path"
+    flock -n "$fd" || die "$path is in use by another qemu-run"
+    ((${#IMAGE_LOCKS[@]} == 0)) || MEM_SLOTS=$((MEM_SLOTS + 1))
+    IMAGE_LOCKS+=("$fd")
+    maxmem_mib=$((maxmem_mib + bytes / MIB))
+}
+
 if [[ -n "$PMEM_IMG" || -n "$PMEM_SIZE" ]]; then
     PMEM_IMG=${PMEM_IMG:-$IMG_DIR/pmem0.img}
     if [[ -z "$PMEM_SIZE" && -e "$PMEM_IMG" ]]; then pmem_bytes=$(stat -c %s "$PMEM_IMG")
     else pmem_bytes=$(to_bytes "${PMEM_SIZE:-$DEFAULT_PMEM_SIZE}"); fi
     ((pmem_bytes % MIB == 0)) || die "pmem size must be a multiple of 1 MiB"
-    prepare_image "$PMEM_IMG" "$pmem_bytes"
-    # QEMU maps the file shared: a second guest on the same file would corrupt it.
-    exec {pmem_lock}<"$PMEM_IMG"
-    flock -n "$pmem_lock" || die "$PMEM_IMG is in use by another qemu-run"
-    maxmem_mib=$((mem_mib + pmem_bytes / MIB))
+    maxmem_mib=$mem_mib
+    add_mem_image "$PMEM_IMG" "$pmem_bytes"
     # shellcheck disable=SC2054  # commas are QEMU option syntax
     nvdimms=(-object "memory-backend-file,id=mem1,share=on,mem-path=$PMEM_IMG,size=$pmem_bytes"
              -device nvdimm,id=nv1,memdev=mem1)
@@ -202,22 +214,14 @@ if [[ -n "$PMEM_IMG" || -n "$PMEM_SIZE" ]]; then
         [[ -n "$LPMEM_SIZE" ]] || die "--lpmem-img needs --lpmem-size"
         lpmem_bytes=$(to_bytes "$LPMEM_SIZE")
         ((lpmem_bytes % MIB == 0)) || die "lpmem size must be a multiple of 1 MiB"
-        prepare_image "$LPMEM_IMG" "$lpmem_bytes"
-        exec {lpmem_lock}<"$LPMEM_IMG"
-        flock -n "$lpmem_lock" || die "$LPMEM_IMG is in use by another qemu-run"
-        maxmem_mib=$((maxmem_mib + lpmem_bytes / MIB))
-        MEM_SLOTS=$((MEM_SLOTS + 1))
+        add_mem_image "$LPMEM_IMG" "$lpmem_bytes"
         # shellcheck disable=SC2054  # commas are QEMU option syntax
         nvdimms+=(-object "memory-backend-file,id=mem2,share=on,mem-path=$LPMEM_IMG,size=$lpmem_bytes"
                   -device "nvdimm,id=nv2,memdev=mem2,label-size=$LABEL_SIZE")
     fi
     if [[ -n "$VPMEM_IMG" ]]; then
         vpmem_bytes=$(to_bytes "$VPMEM_SIZE")
-        prepare_image "$VPMEM_IMG" "$vpmem_bytes"
-        exec {vpmem_lock}<"$VPMEM_IMG"
-        flock -n "$vpmem_lock" || die "$VPMEM_IMG is in use by another qemu-run"
-        maxmem_mib=$((maxmem_mib + vpmem_bytes / MIB))
-        MEM_SLOTS=$((MEM_SLOTS + 1))
+        add_mem_image "$VPMEM_IMG" "$vpmem_bytes"
         # shellcheck disable=SC2054  # commas are QEMU option syntax
         nvdimms+=(-object "memory-backend-file,id=vmem1,share=on,mem-path=$VPMEM_IMG,size=$vpmem_bytes"
                   -device virtio-pmem-pci,memdev=vmem1,id=vpmem1)
@@ -312,9 +316,8 @@ TAILPID=$!
 watch_init() {
     local waited=0
     # Not this subshell's to hold: the image locks must go with QEMU, not with a sleep here.
-    if [[ -n "${pmem_lock:-}" ]]; then exec {pmem_lock}<&-; fi
-    if [[ -n "${lpmem_lock:-}" ]]; then exec {lpmem_lock}<&-; fi
-    if [[ -n "${vpmem_lock:-}" ]]; then exec {vpmem_lock}<&-; fi
+    local fd
+    for fd in "${IMAGE_LOCKS[@]}"; do exec {fd}<&-; done
     while kill -0 "$TPID" 2>/dev/null; do
         grep -qaF "$INIT_MARKER" "$LOG" && return 0
         if ((waited >= INIT_DEADLINE)); then
