@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the host packages and Rust tools needed to build the kernel and run the QEMU guest.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -45,10 +45,9 @@ case "${1:-}" in
     --check) MODE=check ;;
     --list) printf '%s\n' "${PKGS[@]}"; printf 'cargo:%s\n' "${CARGO_CMDS[@]}"; exit 0 ;;
     "") ;;
-    *) echo "setup-host: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
 esac
-[[ $# -le 1 ]] || { echo "setup-host: one option at most (got: $*)" >&2; exit 2; }
-die() { echo "setup-host: ERROR: $*" >&2; exit 1; }
+[[ $# -le 1 ]] || usage_error "one option at most (got: $*)"
 
 # The QEMU suite and the pin: QEMU's packages come from $QEMU_SUITE, series $QEMU_SERIES only.
 # Everything else stays with bookworm (the suite's default priority, 100, never wins).
