@@ -56,7 +56,7 @@ apt-get update -qq -o Dir::Etc::sourcelist="$LIST" -o Dir::Etc::sourceparts=- \
 cd "$CACHE/deb"
 if ! apt-get download -qq "$PKG" >&2; then
     echo "fetch-kernel: ERROR: package $PKG is not available from trixie-backports any more." >&2
-    echo "fetch-kernel: this project needs a 7.3.x kernel source; see README 'Kernel source'." >&2
+    echo "fetch-kernel: this project needs a 7.3.x kernel source; see docs/host-setup.md, 'The kernel source'." >&2
     exit 1
 fi
 deb=$(ls -t "$CACHE"/deb/${PKG}_*.deb | head -n1)

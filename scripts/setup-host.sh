@@ -24,7 +24,7 @@ in $STATE/dpkg-before-setup-host.txt (scripts/rehearse-fresh.sh uses it to go ba
 USAGE
 }
 
-# Why QEMU 10.0 from bookworm-backports (README "Host setup"): the machine image ships
+# Why QEMU 10.0 from bookworm-backports (docs/host-setup.md, "the QEMU pin"): the machine image ships
 # qemu-utils 10.0 from there, and bookworm's QEMU 7.2 cannot be installed beside it.
 QEMU_SUITE=bookworm-backports
 QEMU_SERIES=10.0
