@@ -47,6 +47,7 @@ use kernel::{
     nvdimm::{self, RegionFlush},
     page::PAGE_SIZE,
     prelude::*,
+    revocable::RevocableGuard,
     str::CString,
     sync::{aref::ARef, Arc},
     ModuleMetadata,
@@ -105,7 +106,11 @@ impl ByteRange {
 
 /// One persistent memory disk: the mapping its queue reads and writes.
 struct PmemQueue {
-    mem: Arc<Mapping>,
+    /// Revoked (unmapped) when the namespace is unbound; no request comes after that (the
+    /// disk is removed first), so the check per request never fails in practice.
+    mem: Arc<Devres<Mapping>>,
+    /// `mem`'s size in bytes.
+    size: usize,
     /// Known bad sectors: the region's poison found at probe, and what is written to
     /// /sys/block/<disk>/badblocks.
     bb: Arc<BadBlocks>,
@@ -125,8 +130,9 @@ impl PmemQueue {
                 if self.bb.is_bad(rq.sector(), sectors_of(rq)) {
                     return Err(EIO);
                 }
+                let mem = self.mem()?;
                 rq.for_each_segment(|seg| {
-                    seg.copy_from(&*self.mem, pos)?;
+                    seg.copy_from(&*mem, pos)?;
                     pos += seg.len();
                     Ok(())
                 })
@@ -134,8 +140,9 @@ impl PmemQueue {
             Command::Write => {
                 let mut pos = self.range_of(rq)?.offset;
                 self.clear_bad(rq)?;
+                let mem = self.mem()?;
                 rq.for_each_segment(|seg| {
-                    seg.copy_to(&*self.mem, pos)?;
+                    seg.copy_to(&*mem, pos)?;
                     pos += seg.len();
                     Ok(())
                 })?;
@@ -149,11 +156,18 @@ impl PmemQueue {
             Command::Discard | Command::WriteZeroes => {
                 let range = self.range_of(rq)?;
                 self.clear_bad(rq)?;
-                self.mem.zero(range.offset, range.len)?;
+                self.mem()?.zero(range.offset, range.len)?;
                 self.persist()
             }
             Command::Other(_) => Err(EOPNOTSUPP),
         }
+    }
+
+    /// The mapping, for the duration of one request (an RCU read-side section, which the
+    /// unmapping at unbind waits for); `ENXIO` once the namespace is unbound.
+    #[inline]
+    fn mem(&self) -> Result<RevocableGuard<'_, Mapping>> {
+        self.mem.try_access().ok_or(ENXIO)
     }
 
     /// Make what was written durable: flush the region (which does not sleep).
@@ -184,7 +198,7 @@ impl PmemQueue {
     /// The bytes `rq` covers; fails if any of them lies beyond the end of the memory.
     #[inline]
     fn range_of(&self, rq: &Request<PmemOps>) -> Result<ByteRange> {
-        ByteRange::of_request(rq.sector(), rq.bytes(), self.mem.size())
+        ByteRange::of_request(rq.sector(), rq.bytes(), self.size)
             .inspect_err(|_| self.warn_beyond_end(rq))
     }
 
@@ -220,7 +234,7 @@ fn page_sectors(pgoff: usize, pages: usize) -> (u64, u64) {
 
 /// Direct access (DAX) to the memory of an fsdax namespace.
 struct PmemDax {
-    mem: Arc<Mapping>,
+    mem: Arc<Devres<Mapping>>,
     bb: Arc<BadBlocks>,
 }
 
@@ -244,11 +258,12 @@ impl dax::Operations for PmemDax {
         if self.bb.is_bad(sector, sectors) {
             self.bb.clear(sector, sectors).map_err(|_| EIO)?;
         }
-        self.mem.zero(
+        let mem = self.mem.try_access().ok_or(ENXIO)?;
+        mem.zero(
             pgoff * PAGE_SIZE,
             nr_pages.checked_mul(PAGE_SIZE).ok_or(ERANGE)?,
         )?;
-        self.mem.flush();
+        mem.flush();
         Ok(())
     }
 
@@ -406,8 +421,9 @@ fn create_fsdax_disk(pfn: &nvdimm::Pfn<device::Core<'_>>, nowait: bool) -> Resul
         })?;
     let mem = Arc::new(mem, GFP_KERNEL)?;
     let bb = Arc::pin_init(BadBlocks::new(), GFP_KERNEL)?;
-    pfn.populate_badblocks(&bb, &mem);
+    pfn.populate_badblocks(&bb, mem.access(dev)?);
     let mut dax = dax::Device::new(
+        dev,
         mem.clone(),
         PmemDax {
             mem: mem.clone(),
@@ -428,20 +444,24 @@ fn create_fsdax_disk(pfn: &nvdimm::Pfn<device::Core<'_>>, nowait: bool) -> Resul
 fn build_disk(
     dev: &device::Device<device::Core<'_>>,
     name: CString,
-    mem: Arc<Mapping>,
+    mem: Arc<Devres<Mapping>>,
     bb: Arc<BadBlocks>,
     dax: Option<dax::Device>,
     (region, fua): (Arc<Devres<RegionFlush>>, bool),
     nowait: bool,
 ) -> Result<PmemDisk> {
-    let range = mem.range();
-    let capacity_sectors = u64::try_from(mem.size())? / SECTOR_SIZE;
+    let (range, size) = {
+        let mapping = mem.access(dev)?;
+        (mapping.range(), mapping.size())
+    };
+    let capacity_sectors = u64::try_from(size)? / SECTOR_SIZE;
     let nr_hw_queues = kernel::cpu::nr_cpu_ids();
     let tagset = Arc::pin_init(TagSet::new(nr_hw_queues, QUEUE_DEPTH, 1), GFP_KERNEL)?;
     let has_dax = dax.is_some();
     let queue = KBox::new(
         PmemQueue {
             mem,
+            size,
             bb: bb.clone(),
             name: CString::try_from(&*name)?,
             region: region.clone(),

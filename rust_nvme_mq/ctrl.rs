@@ -14,7 +14,7 @@ use kernel::{
     block::mq::{DmaDevice, Request},
     cpu::CpuId,
     cpumask::{Cpumask, CpumaskVar},
-    device::{Bound, Device},
+    device::{Bound, Core, Device},
     io::{io_read, Io},
     page::PAGE_SIZE,
     pci,
@@ -585,9 +585,10 @@ impl Ctrl {
         }
     }
 
-    /// [`Ctrl::enable_pci`] with the device lock held, the driver bound.
-    fn enable_pci_locked(&self, dev: &Device<Bound>) -> Result {
-        let pdev: &pci::Device<Bound> = dev.try_into()?;
+    /// [`Ctrl::enable_pci`] with the device lock held, the driver bound (`Core`, which
+    /// `set_master` needs).
+    fn enable_pci_locked(&self, dev: &Device<Core<'_>>) -> Result {
+        let pdev: &pci::Device<Core<'_>> = dev.try_into()?;
         let config = pdev.config_space();
         let command = config.read(PCI_COMMAND);
         if !command.memory() {
