@@ -67,7 +67,7 @@ register! {
 
     /// Controller Status.
     pub(crate) CSTS(u32) @ 0x1c {
-        /// Shutdown Status (2: processing complete).
+        /// Shutdown Status, see [`CSTS::shutdown_status`].
         3:2 shst;
         /// Controller Fatal Status.
         1:1 cfs => bool;
@@ -116,8 +116,28 @@ impl CAP {
     }
 }
 
-/// Shutdown Status: processing complete.
-const SHST_COMPLETE: u32 = 2;
+/// CSTS.SHST, the progress of a shutdown (CC.SHN).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ShutdownStatus {
+    /// Normal operation, no shutdown requested.
+    Normal,
+    /// Shutdown processing occurring.
+    Occurring,
+    /// Shutdown processing complete.
+    Complete,
+}
+
+impl CSTS {
+    /// The Shutdown Status field; its reserved value (3) is an error (`EIO`).
+    pub(crate) fn shutdown_status(self) -> Result<ShutdownStatus> {
+        match self.shst().get() {
+            0 => Ok(ShutdownStatus::Normal),
+            1 => Ok(ShutdownStatus::Occurring),
+            2 => Ok(ShutdownStatus::Complete),
+            _ => Err(EIO),
+        }
+    }
+}
 
 /// Access to the controller's registers and doorbells, shared with the queues.
 pub(crate) struct Regs {
@@ -243,14 +263,17 @@ impl Regs {
             return;
         };
         self.set_cc(cc.with_const_shn::<1>());
+        // Until the controller says it is done, or is gone.
         let done = read_poll_timeout(
-            || Ok(self.csts()),
-            |csts| csts.is_none_or(|c| c.shst().get() == SHST_COMPLETE),
+            || self.csts().map(CSTS::shutdown_status).transpose(),
+            |shst| shst.is_none_or(|s| s == ShutdownStatus::Complete),
             POLL_INTERVAL,
             SHUTDOWN_TIMEOUT,
         );
-        if done.is_err() {
-            pr_warn!("controller shutdown timed out\n");
+        match done {
+            Ok(_) => {}
+            Err(e) if e == ETIMEDOUT => pr_warn!("controller shutdown timed out\n"),
+            Err(e) => pr_warn!("controller shutdown status invalid ({:?})\n", e),
         }
         self.set_cc(CC::zeroed());
         let _ = self.wait_ready(false);
