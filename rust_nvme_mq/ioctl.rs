@@ -66,6 +66,15 @@ pub(crate) const NVME_IOCTL_RESCAN: u32 = _IO(IOCTL_TYPE, 0x46);
 const NVME_IOCTL_ADMIN64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x47);
 const NVME_IOCTL_IO64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x48);
 
+/// Which of the two passthrough structures an ioctl passes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// `struct nvme_passthru_cmd`: a 32-bit result.
+    Cmd,
+    /// `struct nvme_passthru_cmd64`: a 64-bit result.
+    Cmd64,
+}
+
 /// Largest data transfer of a passthrough command.
 pub(crate) const MAX_DATA: usize = 256 * 1024;
 const MAX_PAGES: usize = MAX_DATA / PAGE_SIZE;
@@ -150,7 +159,7 @@ impl Passthru {
         match cmd {
             // Like the C driver: on the controller, the (deprecated) I/O command goes to the
             // only namespace.
-            NVME_IOCTL_IO_CMD => self.io_cmd(None, arg, false),
+            NVME_IOCTL_IO_CMD => self.io_cmd(None, arg, Layout::Cmd),
             _ => self.ctrl_ioctl(cmd, arg),
         }
     }
@@ -158,8 +167,8 @@ impl Passthru {
     /// The controller ioctls that the disks answer too.
     fn ctrl_ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
-            NVME_IOCTL_ADMIN_CMD => self.admin_cmd(arg, false),
-            NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(arg, true),
+            NVME_IOCTL_ADMIN_CMD => self.admin_cmd(arg, Layout::Cmd),
+            NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(arg, Layout::Cmd64),
             NVME_IOCTL_RESET => self.reset(),
             // Like the C driver's controller device: NVME_IOCTL_ID is a namespace ioctl.
             // SUBSYS_RESET is not implemented.
@@ -174,8 +183,8 @@ impl Passthru {
     pub(crate) fn ns_ioctl(&self, nsid: u32, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
             NVME_IOCTL_ID => Ok(i32::try_from(nsid)?),
-            NVME_IOCTL_IO_CMD => self.io_cmd(Some(nsid), arg, false),
-            NVME_IOCTL_IO64_CMD => self.io_cmd(Some(nsid), arg, true),
+            NVME_IOCTL_IO_CMD => self.io_cmd(Some(nsid), arg, Layout::Cmd),
+            NVME_IOCTL_IO64_CMD => self.io_cmd(Some(nsid), arg, Layout::Cmd64),
             // Only the admin commands of the controller's ioctls, as in C. Not RESET: it
             // waits for the reset work, which may delete this disk, which waits for this
             // ioctl.
@@ -200,26 +209,26 @@ impl Passthru {
         }
     }
 
-    /// `NVME_IOCTL_ADMIN_CMD` (`wide`: `NVME_IOCTL_ADMIN64_CMD`): run the command on the
+    /// `NVME_IOCTL_ADMIN_CMD` (`Cmd64`: `NVME_IOCTL_ADMIN64_CMD`): run the command on the
     /// admin queue; returns the NVMe status (0 on success, positive: the controller's status
     /// field) and writes dword 0 of the completion back to `result`.
-    fn admin_cmd(&self, arg: usize, wide: bool) -> Result<i32> {
-        let c = read_cmd(arg, wide)?;
+    fn admin_cmd(&self, arg: usize, layout: Layout) -> Result<i32> {
+        let c = read_cmd(arg, layout)?;
         let sqe = check_admin(&c)?;
         let len = usize::try_from(c.data_len)?;
         let (status, result) = self.run_with_data(sqe, c.opcode & 1 != 0, c.addr, len, |sqe| {
             self.ctrl.live_admin()?.run_status(&self.ctrl.regs, sqe)
         })?;
-        write_result(arg, wide, result)?;
+        write_result(arg, layout, result)?;
         Ok(status.into())
     }
 
-    /// `NVME_IOCTL_IO_CMD` (`wide`: `NVME_IOCTL_IO64_CMD`) on the disk of namespace `on_ns`,
+    /// `NVME_IOCTL_IO_CMD` (`Cmd64`: `NVME_IOCTL_IO64_CMD`) on the disk of namespace `on_ns`,
     /// or on the controller (`None`): then on its only disk. The command runs as a
     /// driver-private request on the disk's queue (ordered and accounted with the disk's other
     /// requests, timed out and requeued by a reset like them), its data in the bounce buffer.
-    fn io_cmd(&self, on_ns: Option<u32>, arg: usize, wide: bool) -> Result<i32> {
-        let c = read_cmd(arg, wide)?;
+    fn io_cmd(&self, on_ns: Option<u32>, arg: usize, layout: Layout) -> Result<i32> {
+        let c = read_cmd(arg, layout)?;
         if c.flags != 0 || c.metadata_len != 0 || c.metadata != 0 {
             return Err(EINVAL);
         }
@@ -255,18 +264,17 @@ impl Passthru {
             Ok((u16::try_from(status)?, result as u32))
         })?;
         drop(disks);
-        write_result(arg, wide, result)?;
+        write_result(arg, layout, result)?;
         Ok(status.into())
     }
 }
 
-/// Read a `struct nvme_passthru_cmd` (`wide`: `struct nvme_passthru_cmd64`) from user address
+/// Read a `struct nvme_passthru_cmd` (or `struct nvme_passthru_cmd64`) from user address
 /// `arg`.
-fn read_cmd(arg: usize, wide: bool) -> Result<PassthruCmd> {
-    let size = if wide {
-        size_of::<PassthruCmd64>()
-    } else {
-        size_of::<PassthruCmd>()
+fn read_cmd(arg: usize, layout: Layout) -> Result<PassthruCmd> {
+    let size = match layout {
+        Layout::Cmd64 => size_of::<PassthruCmd64>(),
+        Layout::Cmd => size_of::<PassthruCmd>(),
     };
     let mut raw = [0u8; size_of::<PassthruCmd64>()];
     UserSlice::new(UserPtr::from_addr(arg), size)
@@ -278,17 +286,16 @@ fn read_cmd(arg: usize, wide: bool) -> Result<PassthruCmd> {
 
 /// Write dword 0 of the completion to the `result` field of the command at user address
 /// `arg`.
-fn write_result(arg: usize, wide: bool, result: u32) -> Result {
-    let (offset, bytes): (usize, &[u8]) = if wide {
-        (
+fn write_result(arg: usize, layout: Layout, result: u32) -> Result {
+    let (offset, bytes): (usize, &[u8]) = match layout {
+        Layout::Cmd64 => (
             core::mem::offset_of!(PassthruCmd64, result),
             &u64::from(result).to_ne_bytes(),
-        )
-    } else {
-        (
+        ),
+        Layout::Cmd => (
             core::mem::offset_of!(PassthruCmd, result),
             &result.to_ne_bytes(),
-        )
+        ),
     };
     UserSlice::new(
         UserPtr::from_addr(arg).wrapping_byte_add(offset),
