@@ -305,15 +305,16 @@ fn map_controller(pdev: &pci::Device<Core<'_>>) -> Result<Arc<Regs>> {
     // SAFETY: `dma_set_mask_and_coherent` must not run concurrently with a DMA allocation or
     // mapping for this device. This is probe (device lock held), before this binding made any.
     // What this driver allocated or mapped in an earlier binding is gone too, by the teardown
-    // order of `NvmeDevice`, and only by it: the coherent rings, PRP lists and request
-    // mappings (`DmaMapping`) all live in the `Ctrl`'s queues, which only `NvmeDevice` and
-    // what it owns reach: the disks (queue data `Namespace`), the character device's
-    // `Namespaces` and `Passthru`, the IRQ handlers (`CqIrq`), the hotplug and debugfs entries and the
-    // reset/rescan work. `NvmeDevice::drop` runs at unbind, before the driver core releases
-    // the binding: it stops resets, removes the disks (waiting for their requests) and cuts
-    // the character device's link from open files; dropping its fields then frees the IRQ
-    // handlers, hotplug and debugfs entries and the last `Ctrl`, with its DMA memory, before
-    // the unbind returns. Nothing else maps for a device this driver is bound to.
+    // order of `NvmeDevice`, and only by it: the coherent rings (with the admin queue's
+    // Identify buffer), PRP lists and request mappings (`DmaMapping`) all live in the `Ctrl`'s
+    // queues, which only `NvmeDevice` and what it owns reach: the disks (queue data
+    // `Namespace`), the character device's `Namespaces` and `Passthru`, the IRQ handlers
+    // (`CqIrq`), the hotplug and debugfs entries and the reset/rescan work.
+    // `NvmeDevice::drop` runs at unbind, before the driver core releases the binding: it
+    // stops resets, removes the disks (waiting for their requests) and cuts the character
+    // device's link from open files; dropping its fields then frees the IRQ handlers, hotplug
+    // and debugfs entries and the last `Ctrl`, with its DMA memory, before the unbind returns.
+    // Nothing else maps for a device this driver is bound to.
     unsafe { dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<64>())? };
     Ok(Arc::new(Regs::map(pdev)?, GFP_KERNEL)?)
 }
