@@ -369,7 +369,7 @@ impl Ctrl {
         // No request is left: delete the I/O queues before the controller is shut down (when
         // the last reference to it goes).
         let mut admin = self.admin.lock();
-        self.queues.set_accepting(false);
+        self.queues.stop_accepting();
         self.delete_io_queues(&mut admin);
     }
 
@@ -385,7 +385,7 @@ impl Ctrl {
         if self.state() == Ok(CtrlState::Dead) {
             return;
         }
-        self.queues.set_accepting(false);
+        self.queues.stop_accepting();
         // Without the admin lock: a command that times out meanwhile gets its Abort (or, as
         // resets are off now, `give_up` disables the controller).
         let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
@@ -441,7 +441,7 @@ impl Ctrl {
             };
             let e = match result {
                 Ok(()) => {
-                    self.queues.set_accepting(true);
+                    self.queues.accept();
                     self.set_state(CtrlState::Live);
                     pr_info!(
                         "rnvme{}: controller reset done, {} requests requeued (attempt {})\n",
@@ -522,7 +522,7 @@ impl Ctrl {
     /// First half of a reset: stop submissions, disable the controller, requeue what it held
     /// and empty every queue. Returns how many requests were requeued.
     fn stop_and_requeue_all(&self, admin: &mut AdminQueue) -> usize {
-        self.queues.set_accepting(false);
+        self.queues.stop_accepting();
         self.delete_io_queues(admin);
         let _ = self.regs.disable();
         let requeued = self.queues.requeue_all_and_clear();

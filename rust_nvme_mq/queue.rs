@@ -553,9 +553,15 @@ impl IoQueue {
         self.process_completions();
     }
 
-    /// Stop (`false`) or resume (`true`) taking submissions, around a controller reset.
-    pub(crate) fn set_accepting(&self, accepting: bool) {
-        self.state.lock().accepting = accepting;
+    /// Stop taking submissions (a reset, removal or shutdown): they fail with `ENOMEM`, and
+    /// completions of commands aborted by the deletion of the queues stay in their slots.
+    pub(crate) fn stop_accepting(&self) {
+        self.state.lock().accepting = false;
+    }
+
+    /// Take submissions again, after a reset.
+    pub(crate) fn accept(&self) {
+        self.state.lock().accepting = true;
     }
 
     /// With the controller disabled: give every request in the queue back to the block

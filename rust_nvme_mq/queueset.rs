@@ -318,9 +318,14 @@ impl QueueSet {
             .filter_map(move |(qi, q)| Some((&**q, self.cpus(qi).filter(|c| c.test(cpu))?)))
     }
 
-    /// Stop (`false`) or resume (`true`) taking submissions on every queue.
-    pub(crate) fn set_accepting(&self, accepting: bool) {
-        self.queues.iter().for_each(|q| q.set_accepting(accepting));
+    /// Stop taking submissions on every queue ([`IoQueue::stop_accepting`]).
+    pub(crate) fn stop_accepting(&self) {
+        self.queues.iter().for_each(|q| q.stop_accepting());
+    }
+
+    /// Take submissions again on every queue, after a reset.
+    pub(crate) fn accept(&self) {
+        self.queues.iter().for_each(|q| q.accept());
     }
 
     /// Whether any queue has a command in flight.

@@ -53,7 +53,7 @@ register! {
         23:20 iocqes;
         /// I/O Submission Queue Entry Size, 2 ^ IOSQES bytes.
         19:16 iosqes;
-        /// Shutdown Notification (0 none, 1 normal).
+        /// Shutdown Notification (0 none, [`SHN_NORMAL`]).
         15:14 shn;
         /// Arbitration Mechanism Selected (0 round robin).
         13:11 ams;
@@ -115,6 +115,9 @@ impl CAP {
         12 + self.mpsmin().get() as u32
     }
 }
+
+/// CC.SHN: normal shutdown.
+const SHN_NORMAL: u32 = 1;
 
 /// CSTS.SHST, the progress of a shutdown (CC.SHN).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -262,7 +265,7 @@ impl Regs {
         let Some(cc) = self.cc().filter(|cc| cc.en()) else {
             return;
         };
-        self.set_cc(cc.with_const_shn::<1>());
+        self.set_cc(cc.with_const_shn::<SHN_NORMAL>());
         // Until the controller says it is done, or is gone.
         let done = read_poll_timeout(
             || self.csts().map(CSTS::shutdown_status).transpose(),
