@@ -11,9 +11,9 @@
 //! BAR0 is mapped, CAP and VS are read, the controller is disabled (waiting for CSTS.RDY to
 //! clear within CAP.TO), the admin queue pair is allocated in DMA coherent memory and the
 //! controller enabled (CSTS.RDY within CAP.TO; CSTS.CFS or the timeout fail the probe with a
-//! message). Admin commands are polled (they only run at probe, reset and for an Abort), each
-//! for at most `admin_timeout` seconds. Identify
-//! Controller gives MDTS, the optional commands (ONCS) and the volatile write cache (VWC);
+//! message). Admin commands are polled, one at a time, each for at most `admin_timeout`
+//! seconds (they run at probe, for resets, removal and shutdown, for an Abort, for a rescan and
+//! for the admin passthrough ioctls). Identify Controller gives MDTS, the optional commands (ONCS) and the volatile write cache (VWC);
 //! Set Features (Number of Queues) asks for one I/O queue pair per CPU (or `nr_io_queues`),
 //! and one completion queue plus one submission queue is created per granted pair, each
 //! completion queue with its own MSI-X vector (queues share vectors round robin when fewer
@@ -32,7 +32,7 @@
 //! `queue_rq` tries the queue of the submitting CPU first; when that one is full and
 //! `overflow` is set, it tries the other queues round robin from the home queue, and each of
 //! them lends a slot only while it keeps a reserve free for its own CPUs (a quarter of its
-//! slots, see [`may_take`]), so a CPU with more load than its queue holds borrows the others'
+//! slots, see `queueset::origin`), so a CPU with more load than its queue holds borrows the others'
 //! spare slots without starving them. Only when no queue takes the request does it return
 //! `BLK_STS_RESOURCE`, and blk-mq retries the request when one of the context's requests
 //! completes (or after a few milliseconds). A completion is routed by the queue it was
@@ -100,10 +100,11 @@
 //! `NVME_IOCTL_RESET` and `NVME_IOCTL_RESCAN`; the disks answer `NVME_IOCTL_ID` and the same
 //! controller ioctls except the rescan (as in C). Admin commands from user space run on the
 //! admin queue with their data in a bounce buffer (at most 256 KiB), with the C driver's
-//! permission checks; see `rust_nvme_mq/ioctl.rs`. A rescan (`nvme ns-rescan`) reads the
-//! active namespace list again, adds disks for new namespaces and removes those of vanished
-//! ones, leaving the others alone (`rust_nvme_mq/rescan.rs`); there are no asynchronous
-//! events, so a namespace attached or detached behind the driver's back shows only then.
+//! permission checks; see `rust_nvme_mq/ioctl.rs`. A rescan (`nvme ns-rescan`) runs probe's
+//! namespace scan again: it reads the active namespace list, adds disks for new namespaces
+//! and removes those of vanished ones, leaving the others alone (`rust_nvme_mq/rescan.rs`,
+//! `ns.rs`); there are no asynchronous events, so a namespace attached or detached behind the
+//! driver's back shows only then.
 //!
 //! I/O commands (`NVME_IOCTL_IO_CMD`, `NVME_IOCTL_IO64_CMD` on a disk; `NVME_IOCTL_IO_CMD` on
 //! the controller goes to its only namespace, as in C: `nvme read`, `write`, `flush`,
@@ -118,6 +119,37 @@
 //!
 //! The character device is a child of the PCI function in sysfs and has the C driver's
 //! `model`, `serial` and `firmware_rev` attributes (`/sys/class/misc/rnvme<C>/`).
+//!
+//! # Structure
+//!
+//! The modules, each using only those listed before it (no module uses one after it, nor
+//! the crate root):
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `regs` | controller registers (CAP, CC, CSTS with its shutdown status, ...) and doorbells |
+//! | `cmd` | command, completion and Identify layouts; completion status to errno |
+//! | `prp` | PRP entries and lists of a transfer |
+//! | `request` | `NvmeOps` (the request type), request to command (the only place), completion to result (a passthrough request keeps status and result in its own data) |
+//! | `queue` | `IoQueue`: one queue pair's rings, command slots, submission into a slot, reaping |
+//! | `admin` | the admin queue and its commands, the one Identify path (the queue's buffer) |
+//! | `queueset` | `QueueSet`: the I/O queues, CPU-to-queue map, vectors, queue selection and lending, IRQ handlers, counters |
+//! | `ctrl` | `Ctrl`: state, admin queue, queue set, disk list; bring-up, reset, removal, shutdown |
+//! | `ioctl` | `Passthru`: the admin and I/O passthrough ioctls and their bounce buffer |
+//! | `ns` | blk-mq callbacks of the disks, their tag set, `Namespaces`: the one namespace scan (probe and rescan) |
+//! | `rescan` | `NVME_IOCTL_RESCAN` |
+//! | `chardev`, `debugfs`, `hotplug` | `/dev/rnvme<C>`, the debugfs files, the CPU hotplug callbacks |
+//!
+//! The crate root checks the parameters, brings the controller up step by step in `probe`
+//! and owns what a bound controller holds (`NvmeDevice`).
+//!
+//! A block request goes one way: `NvmeOps::queue_rq` (`ns`) checks the controller's state and
+//! hands it to `QueueSet::submit`, which picks the queue (home, then lending ones) and calls
+//! `IoQueue::submit`, which takes a slot, has `request::command` build the command into it
+//! and rings the doorbell. A completion goes the other way without leaving `queue`: the
+//! interrupt handler (`queueset::CqIrq`) or `poll` reaps the queue, `request::end_status`
+//! tells how the request ends, and the queue ends it. I/O passthrough requests take the same
+//! path; only the ioctl that made one (`ioctl`) reads its result afterwards.
 //!
 //! Not implemented: `NVME_IOCTL_SUBMIT_IO`, `NVME_IOCTL_SUBSYS_RESET`, vectored and io_uring
 //! passthrough, metadata/protection information, namespaces with LBA formats that carry metadata,
@@ -143,18 +175,26 @@ mod ns;
 mod prp;
 #[path = "rust_nvme_mq/queue.rs"]
 mod queue;
+#[path = "rust_nvme_mq/queueset.rs"]
+mod queueset;
 #[path = "rust_nvme_mq/regs.rs"]
 mod regs;
+#[path = "rust_nvme_mq/request.rs"]
+mod request;
 #[path = "rust_nvme_mq/rescan.rs"]
 mod rescan;
 
 use admin::AdminQueue;
-use ctrl::{Ctrl, CtrlIndex, CtrlInfo, EnabledAdmin, QueueMap, QueueSetup};
+use ctrl::{Ctrl, CtrlIndex, CtrlInfo, EnabledAdmin};
 use kernel::{
+    block::mq::{
+        gen_disk::{GenDisk, GenDiskBuilder},
+        TagSet,
+    },
     device::{self, Core},
     devres::Devres,
     dma::{self, DmaMask},
-    driver, irq,
+    driver, fmt, irq,
     page::PAGE_SIZE,
     pci,
     prelude::*,
@@ -164,8 +204,11 @@ use kernel::{
     },
     time::Delta,
 };
-use queue::{CqIrq, IoQueue};
+use ns::Namespaces;
+use queue::IoQueue;
+use queueset::{CqIrq, QueueSet};
 use regs::Regs;
+use request::NvmeOps;
 
 module! {
     type: RustNvmeMq,
@@ -262,15 +305,16 @@ fn map_controller(pdev: &pci::Device<Core<'_>>) -> Result<Arc<Regs>> {
     // SAFETY: `dma_set_mask_and_coherent` must not run concurrently with a DMA allocation or
     // mapping for this device. This is probe (device lock held), before this binding made any.
     // What this driver allocated or mapped in an earlier binding is gone too, by the teardown
-    // order of `NvmeDevice`, and only by it: the coherent rings, PRP lists and request
-    // mappings (`DmaMapping`) all live in the `Ctrl`'s queues, which only `NvmeDevice` and
-    // what it owns reach: the disks (queue data `Namespace`), the character device's
-    // `Passthru`, the IRQ handlers (`CqIrq`), the hotplug and debugfs entries and the
-    // reset/rescan work. `NvmeDevice::drop` runs at unbind, before the driver core releases
-    // the binding: it stops resets, removes the disks (waiting for their requests) and cuts
-    // the character device's link from open files; dropping its fields then frees the IRQ
-    // handlers, hotplug and debugfs entries and the last `Ctrl`, with its DMA memory, before
-    // the unbind returns. Nothing else maps for a device this driver is bound to.
+    // order of `NvmeDevice`, and only by it: the coherent rings (with the admin queue's
+    // Identify buffer), PRP lists and request mappings (`DmaMapping`) all live in the `Ctrl`'s
+    // queues, which only `NvmeDevice` and what it owns reach: the disks (queue data
+    // `Namespace`), the character device's `Namespaces` and `Passthru`, the IRQ handlers
+    // (`CqIrq`), the hotplug and debugfs entries and the reset/rescan work.
+    // `NvmeDevice::drop` runs at unbind, before the driver core releases the binding: it
+    // stops resets, removes the disks (waiting for their requests) and cuts the character
+    // device's link from open files; dropping its fields then frees the IRQ handlers, hotplug
+    // and debugfs entries and the last `Ctrl`, with its DMA memory, before the unbind returns.
+    // Nothing else maps for a device this driver is bound to.
     unsafe { dma::Device::dma_set_mask_and_coherent(pdev, DmaMask::new::<64>())? };
     Ok(Arc::new(Regs::map(pdev)?, GFP_KERNEL)?)
 }
@@ -335,6 +379,14 @@ fn enable_controller(
     })
 }
 
+/// The I/O queue pairs allocated at probe.
+struct Allocated {
+    /// Not yet created on the controller; the poll queues last.
+    queues: KVec<Arc<IoQueue>>,
+    /// How many queue pairs were asked for.
+    want: u32,
+}
+
 /// Ask for the I/O queue pairs (`poll_queues` on top of the interrupt-driven ones) and
 /// allocate those granted (not yet created on the controller), the poll queues last.
 fn alloc_io_queues(
@@ -343,7 +395,7 @@ fn alloc_io_queues(
     admin: &mut EnabledAdmin,
     params: &Params,
     depth: u16,
-) -> Result<(KVec<Arc<IoQueue>>, u32)> {
+) -> Result<Allocated> {
     let want = match params.nr_io_queues {
         0 => kernel::cpu::nr_cpu_ids(),
         n => n,
@@ -370,7 +422,7 @@ fn alloc_io_queues(
             GFP_KERNEL,
         )?;
     }
-    Ok((queues, want))
+    Ok(Allocated { queues, want })
 }
 
 /// One interrupt handler per MSI-X vector, each reaping the completion queues assigned to it.
@@ -394,7 +446,7 @@ fn announce(pdev: &pci::Device<Core<'_>>, regs: &Regs, ctrl: &Ctrl, info: &CtrlI
     let vs = regs
         .version()
         .map_or((0, 0), |vs| (vs.major().get(), vs.minor().get()));
-    let q = ctrl.queues.first();
+    let queues = &ctrl.queues;
     dev_info!(
         pdev,
         "rnvme{}: {} ({}), NVMe {}.{}, {} I/O queues of {} entries, {} MSI-X vectors, max transfer {} KiB, overflow={}\n",
@@ -403,20 +455,42 @@ fn announce(pdev: &pci::Device<Core<'_>>, regs: &Regs, ctrl: &Ctrl, info: &CtrlI
         cmd::IdString(&info.serial),
         vs.0,
         vs.1,
-        ctrl.queues.len(),
-        q.map_or(0, |q| q.depth),
-        ctrl.nr_vectors(),
+        queues.len(),
+        queues.depth(),
+        queues.nr_vectors(),
         info.max_bytes / 1024,
-        ctrl.overflow
+        queues.overflow()
     );
-    if ctrl.nr_poll > 0 {
+    if queues.nr_poll() > 0 {
         dev_info!(
             pdev,
             "rnvme{}: {} of the I/O queues are poll queues (no interrupts)\n",
             ctrl.index,
-            ctrl.nr_poll
+            queues.nr_poll()
         );
     }
+}
+
+/// Build a disk owned by this module ([`ns::BuildDisk`]): only the crate root names the
+/// module's type.
+fn build_disk(
+    builder: GenDiskBuilder,
+    name: fmt::Arguments<'_>,
+    tagset: Arc<TagSet<NvmeOps>>,
+    ns: Arc<ns::Namespace>,
+) -> Result<GenDisk<NvmeOps>> {
+    builder.build_owned::<RustNvmeMq, _>(name, tagset, ns)
+}
+
+/// Add the disks of the controller's namespaces (the namespace scan) and hand them to the
+/// controller, which removes them if it dies. Nothing may fail after that: only
+/// `NvmeDevice`'s drop takes them back.
+fn add_disks(ctrl: &Ctrl, namespaces: &Namespaces) -> Result {
+    let mut disks = KVec::new();
+    let mut gone = KVec::new();
+    namespaces.scan(&mut disks, &mut gone)?;
+    ctrl.set_disks(disks);
+    Ok(())
 }
 
 impl NvmeDevice {
@@ -428,42 +502,20 @@ impl NvmeDevice {
         let regs = map_controller(pdev)?;
         let depth = check_capabilities(pdev, &regs, params.depth)?;
         let mut admin = enable_controller(pdev, &regs, params.admin_timeout)?;
-        let info = CtrlInfo::identify(&mut admin, &regs, dev)?;
-        let (queues, want_queues) = alloc_io_queues(pdev, &regs, &mut admin, &params, depth)?;
+        let info = CtrlInfo::identify(&mut admin, &regs)?;
+        let Allocated { queues, want } = alloc_io_queues(pdev, &regs, &mut admin, &params, depth)?;
         let nr_poll = params.poll_queues as usize;
-        let nr_irq = queues.len() - nr_poll;
-        let irqs = request_irqs(pdev, &queues[..nr_irq])?;
-        let map = QueueMap::new(irqs.access(dev)?, nr_irq)?;
+        let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll])?;
+        let queues = QueueSet::new(queues, nr_poll, irqs.access(dev)?, want, params.overflow)?;
         let index = CtrlIndex::take()?;
-        let setup = QueueSetup {
-            queues,
-            nr_poll,
-            map,
-            want_queues,
-            nr_vectors: irqs.access(dev)?.len(),
-            overflow: params.overflow,
-        };
-        let ctrl = Ctrl::new(dev, index.0, regs.clone(), admin, setup)?;
+        let ctrl = Ctrl::new(dev, index.0, regs.clone(), admin, queues)?;
         announce(pdev, &regs, &ctrl, &info);
-        let identity = ioctl::CtrlIdentity {
-            model: info.model,
-            serial: info.serial,
-            firmware_rev: info.firmware_rev,
-        };
-        let disk_setup = rescan::DiskSetup {
-            tagset: ns::tag_set(&ctrl)?,
-            info,
-            io_timeout: params.io_timeout,
-            parent: dev.into(),
-        };
-        let passthru = ioctl::Passthru::new(ctrl.clone(), identity, disk_setup, dev)?;
-        let chardev = chardev::register(passthru.clone(), dev)?;
+        let passthru = ioctl::Passthru::new(ctrl.clone(), dev)?;
+        let namespaces = Namespaces::new(passthru, info, params.io_timeout, dev, build_disk)?;
+        let namespaces = Arc::new(namespaces, GFP_KERNEL)?;
+        let chardev = chardev::register(namespaces.clone(), dev)?;
         let hotplug = hotplug::register(dev, ctrl.clone(), params.io_timeout)?;
-        let setup = &passthru.disk_setup;
-        // Nothing may fail after the controller holds its disks: only `NvmeDevice`'s drop
-        // takes them back.
-        let disks = ns::add_disks(&ctrl, dev, &setup.tagset, &setup.limits(), &passthru)?;
-        ctrl.set_disks(disks);
+        add_disks(&ctrl, &namespaces)?;
         Ok(Self {
             _hotplug: hotplug,
             _chardev: chardev,

@@ -3,18 +3,20 @@
 //! The admin queue pair and the admin commands: Identify, Set Features (Number of Queues),
 //! Create and Delete I/O Completion/Submission Queue, Abort.
 //!
-//! Admin commands are polled: they only run at probe, reset and for an Abort.
+//! Admin commands are polled, one at a time (the controller's admin lock): at probe, for
+//! resets, removal and shutdown, for an Abort on a timeout, and for the ioctls (admin
+//! passthrough, rescan). Identify data goes to one buffer of the admin queue, allocated with
+//! it: every Identify (probe, rescan) takes this one path and needs no DMA allocation.
 
 use crate::{
     cmd::{self, Sqe},
-    queue::{queue_vector, IoQueue},
+    queue::IoQueue,
     regs::Regs,
 };
 use kernel::{
     device::{Bound, Device},
     dma::{Coherent, CoherentView},
     io::{io_project, poll::read_poll_timeout, Io},
-    page::PAGE_SIZE,
     prelude::*,
     sync::Arc,
     time::Delta,
@@ -39,16 +41,8 @@ pub(crate) struct AdminQueue {
     next_cid: u16,
     /// How long a command may take (`admin_timeout`).
     timeout: Delta,
-}
-
-/// An Identify data structure, in the DMA buffer the controller wrote it to.
-pub(crate) struct Identify<T>(Coherent<[u8]>, core::marker::PhantomData<T>);
-
-impl<T: FromBytes + IntoBytes> Identify<T> {
-    /// A view of the data structure, to read with `io_read!`.
-    pub(crate) fn view(&self) -> Result<CoherentView<'_, T>> {
-        io_project!(&self.0, [try: ..]).try_cast::<T>()
-    }
+    /// Where Identify commands put their data structure.
+    identify: Coherent<[u8]>,
 }
 
 impl AdminQueue {
@@ -62,6 +56,7 @@ impl AdminQueue {
             phase: true,
             next_cid: 0,
             timeout,
+            identify: Coherent::<u8>::zeroed_slice(dev, cmd::IDENTIFY_SIZE, GFP_KERNEL)?,
         })
     }
 
@@ -124,23 +119,21 @@ impl AdminQueue {
         .ok_or(ETIMEDOUT)
     }
 
-    /// Run an Identify command and return the data structure.
-    pub(crate) fn identify<T>(
+    /// Run Identify `cns` for `nsid` and call `f` with the data structure (zeroed first:
+    /// what the controller does not write reads as zeroes).
+    pub(crate) fn identify<T: FromBytes + IntoBytes, R>(
         &mut self,
         regs: &Regs,
-        dev: &Device<Bound>,
         nsid: u32,
         cns: u32,
-    ) -> Result<Identify<T>> {
-        let buf = Coherent::<u8>::zeroed_slice(dev, cmd::IDENTIFY_SIZE, GFP_KERNEL)?;
-        let addr = buf.dma_address();
-        self.run(
-            regs,
-            Sqe::new(cmd::ADMIN_IDENTIFY, nsid)
-                .prps(addr, addr + PAGE_SIZE as u64)
-                .cdw10(cns),
-        )?;
-        Ok(Identify(buf, core::marker::PhantomData))
+        f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
+    ) -> Result<R> {
+        cmd::zero(&self.identify)?;
+        let sqe = Sqe::new(cmd::ADMIN_IDENTIFY, nsid)
+            .prps(self.identify.dma_address(), 0)
+            .cdw10(cns);
+        self.run(regs, sqe)?;
+        f(io_project!(&self.identify, [try: ..]).try_cast::<T>()?)
     }
 
     /// Ask for `want` I/O queue pairs; returns how many the controller grants (at most
@@ -155,30 +148,14 @@ impl AdminQueue {
         Ok(want.min((granted & 0xffff) + 1).min((granted >> 16) + 1))
     }
 
-    /// Create the completion and submission queue of every I/O queue on the controller: the
-    /// first `nr_irq` completion queues interrupting on their vectors out of `nr_vectors`,
-    /// the others (poll queues) with interrupts disabled.
-    pub(crate) fn create_io_queues(
-        &mut self,
-        regs: &Regs,
-        queues: &[Arc<IoQueue>],
-        nr_vectors: usize,
-        nr_irq: usize,
-    ) -> Result {
-        for (i, q) in queues.iter().enumerate() {
-            let vector = if i < nr_irq {
-                Some(u32::try_from(queue_vector(i, nr_vectors))?)
-            } else {
-                None
-            };
-            self.create_io_queue(regs, q, vector)?;
-        }
-        Ok(())
-    }
-
     /// Create the queue pair of `q`, its completions interrupting on `vector`, or raising no
     /// interrupt (IEN=0) without one.
-    fn create_io_queue(&mut self, regs: &Regs, q: &IoQueue, vector: Option<u32>) -> Result {
+    pub(crate) fn create_io_queue(
+        &mut self,
+        regs: &Regs,
+        q: &IoQueue,
+        vector: Option<u32>,
+    ) -> Result {
         let qid = u32::from(q.qid);
         let size = u32::from(q.depth - 1) << 16;
         let (sq, cq) = q.ring_addresses();

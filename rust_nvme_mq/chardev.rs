@@ -3,7 +3,7 @@
 //! The character device of a controller, `/dev/rnvme<C>` (a misc device, root only like
 //! `/dev/nvme<C>`), for the NVMe passthrough ioctls that nvme-cli uses.
 
-use crate::ioctl::Passthru;
+use crate::{ioctl::NVME_IOCTL_RESCAN, ns::Namespaces, rescan::rescan};
 use kernel::{
     device::Device,
     fs::File,
@@ -13,24 +13,25 @@ use kernel::{
     sync::{new_mutex, Arc, ArcBorrow, Mutex},
 };
 
-/// What the character device's open files reach the controller through. Cut at unbind
+/// What the character device's open files reach the controller through: its namespaces
+/// (for a rescan, and the Identify strings) and its passthrough ioctls. Cut at unbind
 /// ([`Link::cut`]), so that a file held open keeps neither the controller nor its DMA memory
 /// (queues, the bounce buffer) past the unbind: its ioctls then fail with `ENODEV`. An ioctl
 /// holds the lock while it runs, so cutting waits for a running one.
 #[pin_data]
 pub(crate) struct Link {
     #[pin]
-    pt: Mutex<Option<Arc<Passthru>>>,
+    ns: Mutex<Option<Arc<Namespaces>>>,
 }
 
 impl Link {
-    fn new(pt: Arc<Passthru>) -> Result<Arc<Self>> {
-        Arc::pin_init(pin_init!(Self { pt <- new_mutex!(Some(pt)) }), GFP_KERNEL)
+    fn new(ns: Arc<Namespaces>) -> Result<Arc<Self>> {
+        Arc::pin_init(pin_init!(Self { ns <- new_mutex!(Some(ns)) }), GFP_KERNEL)
     }
 
     /// Cut the link (at unbind, after the disks were removed).
     pub(crate) fn cut(&self) {
-        *self.pt.lock() = None;
+        *self.ns.lock() = None;
     }
 }
 
@@ -51,8 +52,8 @@ impl MiscDevice for CtrlChardev {
     const ATTRIBUTES: &'static [&'static CStr] = &[c"model", c"serial", c"firmware_rev"];
 
     fn show_attribute(link: &Arc<Link>, index: usize, buf: &mut [u8]) -> Result<usize> {
-        let pt = link.pt.lock();
-        let id = &pt.as_ref().ok_or(ENODEV)?.identity;
+        let ns = link.ns.lock();
+        let id = &ns.as_ref().ok_or(ENODEV)?.info;
         let field: &[u8] = match index {
             0 => &id.model,
             1 => &id.serial,
@@ -63,9 +64,13 @@ impl MiscDevice for CtrlChardev {
     }
 
     fn ioctl(link: ArcBorrow<'_, Link>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        let pt = link.pt.lock();
-        let pt = pt.as_ref().ok_or(ENODEV)?;
-        Passthru::ioctl(pt.as_arc_borrow(), cmd, arg).map(|r| r as isize)
+        let ns = link.ns.lock();
+        let ns = ns.as_ref().ok_or(ENODEV)?;
+        match cmd {
+            NVME_IOCTL_RESCAN => rescan(ns),
+            _ => ns.passthru.ioctl(cmd, arg),
+        }
+        .map(|r| r as isize)
     }
 }
 
@@ -85,7 +90,7 @@ pub(crate) type Chardev = Pin<KBox<MiscDeviceRegistration<CtrlChardev>>>;
 
 /// Register `/dev/rnvme<C>` for the controller of `data`, a child of `dev` (the PCI
 /// function) in sysfs, like `/sys/class/nvme/nvme<C>`.
-pub(crate) fn register(data: Arc<Passthru>, dev: &Device) -> Result<Chardev> {
+pub(crate) fn register(data: Arc<Namespaces>, dev: &Device) -> Result<Chardev> {
     let name = CString::try_from_fmt(fmt!("rnvme{}", data.ctrl.index))?;
     let opts = MiscDeviceOptions { name: c"rnvme" };
     let link = Link::new(data)?;

@@ -176,6 +176,15 @@ pub(crate) fn read_cqe(
     }))
 }
 
+/// Zero `buf`.
+pub(crate) fn zero(buf: &Coherent<[u8]>) -> Result {
+    const ZEROES: [u8; 512] = [0; 512];
+    for start in (0..buf.len()).step_by(ZEROES.len()) {
+        io_project!(buf, [try: start..start + ZEROES.len()]).copy_from_slice(&ZEROES);
+    }
+    Ok(())
+}
+
 /// Empty a completion queue of `entries` entries (all phase tags 0).
 pub(crate) fn clear_cq(ring: &Coherent<[u8]>, entries: u16) -> Result {
     for i in 0..usize::from(entries) {

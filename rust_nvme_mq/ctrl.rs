@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The controller: what its namespaces share, its state, the steps of bringing it up, and
-//! reset.
+//! The controller: its state, its admin queue, its I/O queues (a [`QueueSet`]), the disks of
+//! its namespaces, the steps of bringing it up, reset, removal and shutdown.
 
 use crate::{
     admin::AdminQueue,
     cmd::{self, IdCtrl},
-    ns::{NsDisk, NvmeOps},
-    queue::{queue_vector, Counters, CqIrq, IoQueue, COUNTER_COLUMNS},
+    prp::PRP_LIST_ENTRIES,
+    queue::Delivery,
+    queueset::{QueueSet, COUNTER_COLUMNS},
     regs::{Regs, PCI_COMMAND},
+    request::{NsAddr, NvmeOps},
 };
 use kernel::{
-    block::mq::{DmaDevice, Request},
-    cpu::CpuId,
-    cpumask::{Cpumask, CpumaskVar},
+    block::mq::{gen_disk::GenDisk, DmaDevice},
     device::{Bound, Core, Device},
     io::{io_read, Io},
     page::PAGE_SIZE,
@@ -21,7 +21,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        new_mutex, new_spinlock, Arc, Mutex, SpinLock,
+        new_mutex, new_spinlock, Arc, Mutex, MutexGuard, SpinLock,
     },
     time::{delay::fsleep, Delta},
     workqueue::{self, impl_has_work, new_work, Work, WorkItem},
@@ -83,12 +83,16 @@ pub(crate) enum CtrlState {
     Dead = 2,
 }
 
-impl CtrlState {
-    fn from_raw(raw: i32) -> Self {
+impl TryFrom<i32> for CtrlState {
+    type Error = Error;
+
+    /// The state stored as `raw`; any other value is an error (`EINVAL`), not a state.
+    fn try_from(raw: i32) -> Result<Self> {
         match raw {
-            0 => Self::Live,
-            1 => Self::Resetting,
-            _ => Self::Dead,
+            0 => Ok(Self::Live),
+            1 => Ok(Self::Resetting),
+            2 => Ok(Self::Dead),
+            _ => Err(EINVAL),
         }
     }
 }
@@ -138,95 +142,76 @@ pub(crate) struct CtrlInfo {
 }
 
 impl CtrlInfo {
-    pub(crate) fn identify(
-        admin: &mut EnabledAdmin,
-        regs: &Regs,
-        dev: &Device<Bound>,
-    ) -> Result<Self> {
-        let id = admin
+    pub(crate) fn identify(admin: &mut EnabledAdmin, regs: &Regs) -> Result<Self> {
+        admin
             .queue
-            .identify::<IdCtrl>(regs, dev, 0, cmd::CNS_CONTROLLER)?;
-        let id = id.view()?;
-        let mdts: u8 = io_read!(id, .mdts);
-        let vwc: u8 = io_read!(id, .vwc);
-        // MDTS is in minimum pages (4 KiB, checked at probe), 0 = no limit.
-        let mut max_bytes = crate::queue::PRP_LIST_ENTRIES * PAGE_SIZE;
-        if mdts != 0 && u32::from(mdts) + 12 < usize::BITS {
-            max_bytes = max_bytes.min(1usize << (12 + u32::from(mdts)));
-        }
-        Ok(Self {
-            model: kernel::io::io_project!(id, .mn).copy_read(),
-            serial: kernel::io::io_project!(id, .sn).copy_read(),
-            firmware_rev: kernel::io::io_project!(id, .fr).copy_read(),
-            oncs: io_read!(id, .oncs),
-            vwc: vwc & cmd::VWC_PRESENT != 0,
-            max_bytes,
-        })
+            .identify::<IdCtrl, _>(regs, 0, cmd::CNS_CONTROLLER, |id| {
+                let mdts: u8 = io_read!(id, .mdts);
+                let vwc: u8 = io_read!(id, .vwc);
+                // MDTS is in minimum pages (4 KiB, checked at probe), 0 = no limit.
+                let mut max_bytes = PRP_LIST_ENTRIES * PAGE_SIZE;
+                if mdts != 0 && u32::from(mdts) + 12 < usize::BITS {
+                    max_bytes = max_bytes.min(1usize << (12 + u32::from(mdts)));
+                }
+                Ok(Self {
+                    model: kernel::io::io_project!(id, .mn).copy_read(),
+                    serial: kernel::io::io_project!(id, .sn).copy_read(),
+                    firmware_rev: kernel::io::io_project!(id, .fr).copy_read(),
+                    oncs: io_read!(id, .oncs),
+                    vwc: vwc & cmd::VWC_PRESENT != 0,
+                    max_bytes,
+                })
+            })
     }
 }
 
-/// Which queue each CPU submits to, and which CPUs each queue's interrupt goes to.
-pub(crate) struct QueueMap {
-    /// The home queue of each CPU: the one whose interrupt is delivered to that CPU.
-    home: KVec<u16>,
-    /// The CPUs of each queue's interrupt vector (managed affinity), by queue index; `None`
-    /// when the queues share vector 0, which is not managed.
-    vector_cpus: KVec<Option<CpumaskVar>>,
+/// The disk of a namespace, in the controller's list of disks.
+pub(crate) struct NsDisk {
+    pub(crate) ns: NsAddr,
+    /// Removed from the system when dropped.
+    pub(crate) disk: GenDisk<NvmeOps>,
 }
 
-impl QueueMap {
-    /// Each CPU's home queue is the queue whose vector is affine to the CPU (the vectors are
-    /// spread over the CPUs), or round robin where the affinity says nothing.
-    pub(crate) fn new(irqs: &pci::IrqHandlers<CqIrq>, nr_queues: usize) -> Result<Self> {
-        let nr_vectors = irqs.len();
-        let affinity = |i| {
-            irqs.affinity(queue_vector(i, nr_vectors))
-                .filter(|_| nr_vectors > 1)
-        };
-        let nr_cpus = kernel::cpu::nr_cpu_ids();
-        let mut home = KVec::with_capacity(nr_cpus as usize, GFP_KERNEL)?;
-        for cpu in 0..nr_cpus {
-            let own = kernel::cpu::CpuId::from_u32(cpu).and_then(|id| {
-                (0..nr_queues).find(|&i| affinity(i).is_some_and(|mask| mask.test(id)))
-            });
-            let q = own.unwrap_or(cpu as usize % nr_queues.max(1));
-            home.push(u16::try_from(q)?, GFP_KERNEL)?;
+/// Fault injection for tests, set through debugfs.
+pub(crate) struct Faults {
+    /// `lose_commands`: this many next commands are kept in their slot but never given to the
+    /// controller, as if the device lost them.
+    pub(crate) lose: Atomic<u32>,
+    /// `fail_resets`: this many next reset attempts fail with the controller left disabled,
+    /// as if it did not come back.
+    pub(crate) fail_resets: Atomic<u32>,
+}
+
+impl Faults {
+    /// How the next command is delivered: [`Delivery::Lose`] while `lose` counts down.
+    pub(crate) fn delivery(&self) -> Delivery {
+        if take_one(&self.lose) {
+            Delivery::Lose
+        } else {
+            Delivery::Give
         }
-        let mut vector_cpus = KVec::with_capacity(nr_queues, GFP_KERNEL)?;
-        for i in 0..nr_queues {
-            let cpus = affinity(i).map(CpumaskVar::try_clone).transpose()?;
-            vector_cpus.push(cpus, GFP_KERNEL)?;
-        }
-        Ok(Self { home, vector_cpus })
     }
 }
 
-/// What all namespaces of a controller share. The first field shuts the controller down when
-/// the last reference goes, before the queue memory is freed.
+/// A controller, shared by its disks (their queue data), the passthrough ioctls, the
+/// interrupt-less paths (hotplug, debugfs) and the reset work. The first field shuts the
+/// controller down when the last reference goes, before the queue memory is freed.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Ctrl {
     _enabled: Enabled,
+    /// `rnvme<C>`.
     pub(crate) index: u32,
-    /// The interrupt-driven queues, then `nr_poll` poll queues.
-    pub(crate) queues: KVec<Arc<IoQueue>>,
-    pub(crate) nr_poll: usize,
-    pub(crate) overflow: bool,
-    map: QueueMap,
     pub(crate) regs: Arc<Regs>,
-    /// The admin queue, for Abort on timeouts and for resets.
+    /// The I/O queues: what the data path submits to.
+    pub(crate) queues: QueueSet,
+    /// The admin queue: Identify, Abort on timeouts, resets, passthrough. See
+    /// [`Ctrl::admin`] and [`Ctrl::live_admin`].
     #[pin]
     admin: Mutex<AdminQueue>,
     /// A `CtrlState`.
     state: Atomic<i32>,
-    /// Queue pairs asked for at probe, and MSI-X vectors granted: needed again by a reset.
-    want_queues: u32,
-    nr_vectors: usize,
-    /// Fault injection (debugfs `lose_commands`): this many next commands are kept in their
-    /// slot but never given to the controller, as if the device lost them.
-    pub(crate) lose: Atomic<u32>,
-    /// Fault injection for tests (debugfs `fail_resets`): this many next reset attempts fail
-    /// with the controller left disabled, as if it did not come back.
-    pub(crate) fail_resets: Atomic<u32>,
+    /// Written by debugfs, read by submission and reset.
+    pub(crate) faults: Faults,
     /// The PCI function, while the driver is bound: a reset turns bus mastering on again.
     pci: DmaDevice,
     /// Runs a reset, queued by [`Ctrl::schedule_reset`].
@@ -253,43 +238,28 @@ impl WorkItem for Ctrl {
     }
 }
 
-/// How the I/O queues of a controller were set up.
-pub(crate) struct QueueSetup {
-    pub(crate) queues: KVec<Arc<IoQueue>>,
-    /// How many of `queues` (the last ones) are poll queues.
-    pub(crate) nr_poll: usize,
-    pub(crate) map: QueueMap,
-    pub(crate) want_queues: u32,
-    pub(crate) nr_vectors: usize,
-    pub(crate) overflow: bool,
-}
-
 impl Ctrl {
-    /// The controller with `admin` and the queues of `setup`, then the I/O queues created on
-    /// it.
+    /// The controller with `admin` and `queues`, then the I/O queues created on it.
     pub(crate) fn new(
         dev: &Device<Bound>,
         index: u32,
         regs: Arc<Regs>,
         admin: EnabledAdmin,
-        setup: QueueSetup,
+        queues: QueueSet,
     ) -> Result<Arc<Self>> {
         let EnabledAdmin { enabled, queue } = admin;
         let ctrl = Arc::pin_init(
             try_pin_init!(Self {
                 _enabled: enabled,
                 index,
-                queues: setup.queues,
-                nr_poll: setup.nr_poll,
-                overflow: setup.overflow,
-                map: setup.map,
                 regs,
+                queues,
                 admin <- new_mutex!(queue),
                 state: Atomic::new(CtrlState::Live as i32),
-                want_queues: setup.want_queues,
-                nr_vectors: setup.nr_vectors,
-                lose: Atomic::new(0),
-                fail_resets: Atomic::new(0),
+                faults: Faults {
+                    lose: Atomic::new(0),
+                    fail_resets: Atomic::new(0),
+                },
                 pci: DmaDevice::new(dev)?,
                 reset_work <- new_work!("rust_nvme_mq::reset"),
                 removing <- new_spinlock!(false),
@@ -297,27 +267,13 @@ impl Ctrl {
             }? Error),
             GFP_KERNEL,
         )?;
-        ctrl.admin.lock().create_io_queues(
-            &ctrl.regs,
-            &ctrl.queues,
-            ctrl.nr_vectors,
-            ctrl.nr_irq(),
-        )?;
+        ctrl.queues.create(&mut ctrl.admin.lock(), &ctrl.regs)?;
         Ok(ctrl)
     }
 
-    /// How many queues are interrupt-driven: the first ones of `queues`.
-    pub(crate) fn nr_irq(&self) -> usize {
-        self.queues.len() - self.nr_poll
-    }
-
-    /// MSI-X vectors granted.
-    pub(crate) fn nr_vectors(&self) -> usize {
-        self.nr_vectors
-    }
-
-    pub(crate) fn state(&self) -> CtrlState {
-        CtrlState::from_raw(self.state.load(Relaxed))
+    /// The state; an unknown stored value is an error (`EINVAL`).
+    pub(crate) fn state(&self) -> Result<CtrlState> {
+        CtrlState::try_from(self.state.load(Relaxed))
     }
 
     /// Change the state from `Live` to `to`; whether this call did it (of callers racing for
@@ -333,54 +289,18 @@ impl Ctrl {
     }
 
     /// The admin queue, locked.
-    pub(crate) fn admin(&self) -> kernel::sync::MutexGuard<'_, AdminQueue> {
+    pub(crate) fn admin(&self) -> MutexGuard<'_, AdminQueue> {
         self.admin.lock()
     }
 
-    /// The home queue of the current CPU.
-    pub(crate) fn home_queue(&self) -> usize {
-        let cpu = kernel::cpu::CpuId::current().as_u32() as usize;
-        self.map
-            .home
-            .get(cpu)
-            .map_or(cpu % self.nr_irq().max(1), |&q| usize::from(q))
-    }
-
-    /// The interrupt-driven queues whose vector has managed affinity including `cpu`, with
-    /// the CPUs of the vector.
-    pub(crate) fn queues_of_cpu(&self, cpu: CpuId) -> impl Iterator<Item = (&IoQueue, &Cpumask)> {
-        self.queues
-            .iter()
-            .take(self.nr_irq())
-            .enumerate()
-            .filter_map(move |(qi, q)| Some((&**q, self.cpus(qi).filter(|c| c.test(cpu))?)))
-    }
-
-    /// The CPUs of the interrupt vector of queue `qi`, if it has managed affinity.
-    pub(crate) fn cpus(&self, qi: usize) -> Option<&Cpumask> {
-        self.map.vector_cpus.get(qi).and_then(|c| c.as_deref())
-    }
-
-    /// Whether to lose the next command (fault injection).
-    pub(crate) fn take_lose(&self) -> bool {
-        take_one(&self.lose)
-    }
-
-    /// The queue of the command of `rq`, its command id, and whether it had already been
-    /// aborted; `mark`: note that it is being aborted now.
-    pub(crate) fn find(
-        &self,
-        rq: *const Request<NvmeOps>,
-        mark: bool,
-    ) -> Option<(&IoQueue, u16, bool)> {
-        self.queues
-            .iter()
-            .find_map(|q| q.find(rq, mark).map(|(cid, was)| (&**q, cid, was)))
-    }
-
-    /// End or requeue what the queues deferred while a timeout handler held a request.
-    pub(crate) fn finish_deferred(&self) {
-        self.queues.iter().for_each(|q| q.finish_deferred());
+    /// The admin queue, locked, for a command from outside the driver's own bring-up (an
+    /// ioctl, a rescan): `ENODEV` unless the controller is live and its registers answer.
+    pub(crate) fn live_admin(&self) -> Result<MutexGuard<'_, AdminQueue>> {
+        let admin = self.admin.lock();
+        if self.state() != Ok(CtrlState::Live) || self.regs.csts().is_none() {
+            return Err(ENODEV);
+        }
+        Ok(admin)
     }
 
     /// Hand the disks of the namespaces to the controller, which removes them if it dies.
@@ -390,9 +310,9 @@ impl Ctrl {
 
     /// The disks, locked, to add or remove some (a rescan); `None` once the controller is
     /// dead or being removed, which then owns the disks.
-    pub(crate) fn lock_disks(&self) -> Option<kernel::sync::MutexGuard<'_, KVec<NsDisk>>> {
+    pub(crate) fn lock_disks(&self) -> Option<MutexGuard<'_, KVec<NsDisk>>> {
         let disks = self.disks.lock();
-        if *self.removing.lock() || self.state() == CtrlState::Dead {
+        if *self.removing.lock() || self.state() == Ok(CtrlState::Dead) {
             return None;
         }
         Some(disks)
@@ -449,7 +369,7 @@ impl Ctrl {
         // No request is left: delete the I/O queues before the controller is shut down (when
         // the last reference to it goes).
         let mut admin = self.admin.lock();
-        self.queues.iter().for_each(|q| q.set_accepting(false));
+        self.queues.stop_accepting();
         self.delete_io_queues(&mut admin);
     }
 
@@ -462,18 +382,16 @@ impl Ctrl {
     pub(crate) fn shutdown(&self) {
         *self.removing.lock() = true;
         self.reset_work.flush();
-        if self.state() == CtrlState::Dead {
+        if self.state() == Ok(CtrlState::Dead) {
             return;
         }
-        self.queues.iter().for_each(|q| q.set_accepting(false));
+        self.queues.stop_accepting();
         // Without the admin lock: a command that times out meanwhile gets its Abort (or, as
         // resets are off now, `give_up` disables the controller).
         let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
-        while self.queues.iter().any(|q| q.occupancy().0 > 0) && start.elapsed() < SHUTDOWN_DRAIN {
+        while self.queues.busy() && start.elapsed() < SHUTDOWN_DRAIN {
             // Poll queues have no interrupt; the others are reaped by theirs too.
-            self.queues.iter().for_each(|q| {
-                q.process_completions();
-            });
+            self.queues.process_completions();
             fsleep(Delta::from_millis(1));
         }
         let mut admin = self.admin.lock();
@@ -483,7 +401,7 @@ impl Ctrl {
         }
         self.delete_io_queues(&mut admin);
         self.regs.shutdown();
-        let failed: usize = self.queues.iter().map(|q| q.requeue_all_and_clear()).sum();
+        let failed = self.queues.requeue_all_and_clear();
         let _ = admin.clear();
         if failed > 0 {
             pr_warn!(
@@ -500,7 +418,7 @@ impl Ctrl {
     /// failure is logged and the controller is disabled anyway.
     fn delete_io_queues(&self, admin: &mut AdminQueue) {
         if self.regs.csts().is_some_and(|c| c.rdy() && !c.cfs()) {
-            let _ = admin.delete_io_queues(&self.regs, &self.queues);
+            let _ = self.queues.delete(admin, &self.regs);
         }
     }
 
@@ -523,7 +441,7 @@ impl Ctrl {
             };
             let e = match result {
                 Ok(()) => {
-                    self.queues.iter().for_each(|q| q.set_accepting(true));
+                    self.queues.accept();
                     self.set_state(CtrlState::Live);
                     pr_info!(
                         "rnvme{}: controller reset done, {} requests requeued (attempt {})\n",
@@ -605,10 +523,10 @@ impl Ctrl {
     /// First half of a reset: stop submissions, disable the controller, requeue what it held
     /// and empty every queue. Returns how many requests were requeued.
     fn stop_and_requeue_all(&self, admin: &mut AdminQueue) -> usize {
-        self.queues.iter().for_each(|q| q.set_accepting(false));
+        self.queues.stop_accepting();
         self.delete_io_queues(admin);
         let _ = self.regs.disable();
-        let requeued = self.queues.iter().map(|q| q.requeue_all_and_clear()).sum();
+        let requeued = self.queues.requeue_all_and_clear();
         // Cannot fail: the admin queue has `ADMIN_DEPTH` entries.
         let _ = admin.clear();
         requeued
@@ -617,7 +535,7 @@ impl Ctrl {
     /// Second half of a reset: redo the PCI setup, enable the controller and recreate the I/O
     /// queues.
     fn restart(&self, admin: &mut AdminQueue) -> Result {
-        if take_one(&self.fail_resets) {
+        if take_one(&self.faults.fail_resets) {
             return Err(ENODEV);
         }
         self.enable_pci()?;
@@ -626,11 +544,8 @@ impl Ctrl {
         // queue out of step (QEMU then executes stale admin entries). Disable it now.
         self.regs.disable()?;
         admin.enable(&self.regs)?;
-        let granted = admin.set_queue_count(&self.regs, self.want_queues)?;
-        if (granted as usize) < self.queues.len() {
-            return Err(ENODEV);
-        }
-        admin.create_io_queues(&self.regs, &self.queues, self.nr_vectors, self.nr_irq())
+        self.queues.set_count(admin, &self.regs)?;
+        self.queues.create(admin, &self.regs)
     }
 }
 
@@ -654,8 +569,8 @@ impl PinnedDrop for Ctrl {
             self.index,
             COUNTER_COLUMNS
         );
-        for (i, q) in self.queues.iter().enumerate() {
-            pr_info!("rnvme{} {}\n", self.index, Counters(q, i >= self.nr_irq()));
+        for line in self.queues.counters() {
+            pr_info!("rnvme{} {}\n", self.index, line);
         }
     }
 }

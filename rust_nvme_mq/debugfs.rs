@@ -3,10 +3,7 @@
 //! debugfs: `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/{queues,lose_commands,fail_resets}`.
 //! The last two inject faults, for tests only.
 
-use crate::{
-    ctrl::Ctrl,
-    queue::{Counters, COUNTER_COLUMNS},
-};
+use crate::{ctrl::Ctrl, queueset::COUNTER_COLUMNS};
 use kernel::{
     debugfs::{Dir, File, Reader},
     prelude::*,
@@ -21,8 +18,8 @@ struct StatsFile(Arc<Ctrl>);
 impl core::fmt::Debug for StatsFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         writeln!(f, "{COUNTER_COLUMNS}")?;
-        for (i, q) in self.0.queues.iter().enumerate() {
-            kernel::fmt::Display::fmt(&Counters(q, i >= self.0.nr_irq()), f)?;
+        for line in self.0.queues.counters() {
+            kernel::fmt::Display::fmt(&line, f)?;
             writeln!(f)?;
         }
         Ok(())
@@ -34,13 +31,13 @@ struct LoseFile(Arc<Ctrl>);
 
 impl core::fmt::Debug for LoseFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        writeln!(f, "{}", self.0.lose.load(Relaxed))
+        writeln!(f, "{}", self.0.faults.lose.load(Relaxed))
     }
 }
 
 impl Reader for LoseFile {
     fn read_from_slice(&self, reader: &mut UserSliceReader) -> Result {
-        self.0.lose.read_from_slice(reader)
+        self.0.faults.lose.read_from_slice(reader)
     }
 }
 
@@ -49,13 +46,13 @@ struct FailResetsFile(Arc<Ctrl>);
 
 impl core::fmt::Debug for FailResetsFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        writeln!(f, "{}", self.0.fail_resets.load(Relaxed))
+        writeln!(f, "{}", self.0.faults.fail_resets.load(Relaxed))
     }
 }
 
 impl Reader for FailResetsFile {
     fn read_from_slice(&self, reader: &mut UserSliceReader) -> Result {
-        self.0.fail_resets.read_from_slice(reader)
+        self.0.faults.fail_resets.read_from_slice(reader)
     }
 }
 

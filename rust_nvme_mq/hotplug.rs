@@ -43,7 +43,7 @@ impl hotplug::Callbacks for CpuEvents {
     /// for them now, while the interrupt still works.
     fn offline(&self, cpu: CpuId) {
         let ctrl = &self.ctrl;
-        for (queue, cpus) in ctrl.queues_of_cpu(cpu) {
+        for (queue, cpus) in ctrl.queues.of_cpu(cpu) {
             if other_online(cpus, cpu) {
                 continue;
             }
@@ -61,7 +61,7 @@ impl hotplug::Callbacks for CpuEvents {
     }
 
     fn online(&self, cpu: CpuId) {
-        for (queue, _) in self.ctrl.queues_of_cpu(cpu) {
+        for (queue, _) in self.ctrl.queues.of_cpu(cpu) {
             queue.resume_lending();
         }
     }

@@ -4,27 +4,27 @@
 //! device, with the checks and results of the C driver (`drivers/nvme/host/ioctl.c`).
 //!
 //! Admin commands run on the driver's admin queue, I/O commands as driver-private requests on
-//! the queue of the disk they are for (`queue_rq` takes the command as built here). Their data
-//! goes through a bounce buffer allocated at probe (DMA coherent, described by PRP1/PRP2 or a
-//! PRP list): zeroed before every command, so what the controller did not write comes back
-//! as zeroes. One passthrough command runs at a time per controller.
+//! the queue of the disk they are for (`request.rs` reads the command as built here, and keeps
+//! the completion's status and result in the request for the ioctl). Their data goes through a
+//! bounce buffer allocated at probe (DMA coherent, described by PRP1/PRP2 or a PRP list):
+//! zeroed before every command, so what the controller did not write comes back as zeroes.
+//! One passthrough command runs at a time per controller. `NVME_IOCTL_RESCAN` is the
+//! character device's (`chardev.rs`, `rescan.rs`).
 
 use crate::{
     cmd::{self, Sqe},
     ctrl::{Ctrl, CtrlState},
-    ns::NvmeOps,
-    rescan::{self, DiskSetup},
 };
 use kernel::{
-    block::mq::{Request, DRIVER_CMD_SIZE},
+    block::mq::DRIVER_CMD_SIZE,
     cred::{capable, Capability},
     device::{Bound, Device},
-    dma::{Coherent, CoherentView},
+    dma::Coherent,
     io::{io_project, Io},
     ioctl::{_IO, _IOWR},
     page::PAGE_SIZE,
     prelude::*,
-    sync::{new_mutex, Arc, ArcBorrow, Mutex},
+    sync::{new_mutex, Arc, Mutex},
     time::Delta,
     uaccess::{UserPtr, UserSlice},
 };
@@ -62,9 +62,18 @@ const NVME_IOCTL_ID: u32 = _IO(IOCTL_TYPE, 0x40);
 const NVME_IOCTL_ADMIN_CMD: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x41);
 const NVME_IOCTL_IO_CMD: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x43);
 const NVME_IOCTL_RESET: u32 = _IO(IOCTL_TYPE, 0x44);
-const NVME_IOCTL_RESCAN: u32 = _IO(IOCTL_TYPE, 0x46);
+pub(crate) const NVME_IOCTL_RESCAN: u32 = _IO(IOCTL_TYPE, 0x46);
 const NVME_IOCTL_ADMIN64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x47);
 const NVME_IOCTL_IO64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x48);
+
+/// Which of the two passthrough structures an ioctl passes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// `struct nvme_passthru_cmd`: a 32-bit result.
+    Cmd,
+    /// `struct nvme_passthru_cmd64`: a 64-bit result.
+    Cmd64,
+}
 
 /// Largest data transfer of a passthrough command.
 pub(crate) const MAX_DATA: usize = 256 * 1024;
@@ -125,59 +134,41 @@ impl Bounce {
     }
 }
 
-/// The identity of a controller (Identify Controller), for sysfs.
-pub(crate) struct CtrlIdentity {
-    pub(crate) model: [u8; 40],
-    pub(crate) serial: [u8; 20],
-    pub(crate) firmware_rev: [u8; 8],
-}
-
-/// What the character device of a controller works on.
+/// The passthrough ioctls of a controller: of its character device and of its disks.
 #[pin_data]
 pub(crate) struct Passthru {
     pub(crate) ctrl: Arc<Ctrl>,
-    pub(crate) identity: CtrlIdentity,
-    /// For the disks of namespaces found by a rescan.
-    pub(crate) disk_setup: DiskSetup,
     #[pin]
     bounce: Mutex<Bounce>,
 }
 
 impl Passthru {
-    pub(crate) fn new(
-        ctrl: Arc<Ctrl>,
-        identity: CtrlIdentity,
-        disk_setup: DiskSetup,
-        dev: &Device<Bound>,
-    ) -> Result<Arc<Self>> {
+    pub(crate) fn new(ctrl: Arc<Ctrl>, dev: &Device<Bound>) -> Result<Arc<Self>> {
         let bounce = Bounce::new(dev)?;
         Arc::pin_init(
             pin_init!(Self {
                 ctrl,
-                identity,
-                disk_setup,
                 bounce <- new_mutex!(bounce),
             }),
             GFP_KERNEL,
         )
     }
 
-    /// An ioctl on the character device.
-    pub(crate) fn ioctl(this: ArcBorrow<'_, Self>, cmd: u32, arg: usize) -> Result<i32> {
+    /// An ioctl on the character device (but `NVME_IOCTL_RESCAN`, see `chardev.rs`).
+    pub(crate) fn ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
-            NVME_IOCTL_RESCAN => rescan::rescan(this),
             // Like the C driver: on the controller, the (deprecated) I/O command goes to the
             // only namespace.
-            NVME_IOCTL_IO_CMD => this.io_cmd(None, arg, false),
-            _ => this.ctrl_ioctl(cmd, arg),
+            NVME_IOCTL_IO_CMD => self.io_cmd(None, arg, Layout::Cmd),
+            _ => self.ctrl_ioctl(cmd, arg),
         }
     }
 
     /// The controller ioctls that the disks answer too.
     fn ctrl_ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
-            NVME_IOCTL_ADMIN_CMD => self.admin_cmd(arg, false),
-            NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(arg, true),
+            NVME_IOCTL_ADMIN_CMD => self.admin_cmd(arg, Layout::Cmd),
+            NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(arg, Layout::Cmd64),
             NVME_IOCTL_RESET => self.reset(),
             // Like the C driver's controller device: NVME_IOCTL_ID is a namespace ioctl.
             // SUBSYS_RESET is not implemented.
@@ -192,38 +183,14 @@ impl Passthru {
     pub(crate) fn ns_ioctl(&self, nsid: u32, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
             NVME_IOCTL_ID => Ok(i32::try_from(nsid)?),
-            NVME_IOCTL_IO_CMD => self.io_cmd(Some(nsid), arg, false),
-            NVME_IOCTL_IO64_CMD => self.io_cmd(Some(nsid), arg, true),
+            NVME_IOCTL_IO_CMD => self.io_cmd(Some(nsid), arg, Layout::Cmd),
+            NVME_IOCTL_IO64_CMD => self.io_cmd(Some(nsid), arg, Layout::Cmd64),
             // Only the admin commands of the controller's ioctls, as in C. Not RESET: it
             // waits for the reset work, which may delete this disk, which waits for this
             // ioctl.
             NVME_IOCTL_ADMIN_CMD | NVME_IOCTL_ADMIN64_CMD => self.ctrl_ioctl(cmd, arg),
             _ => Err(ENOTTY),
         }
-    }
-
-    /// Run Identify `cns` for `nsid` into the bounce buffer and call `f` with the data.
-    pub(crate) fn identify<T: FromBytes + IntoBytes, R>(
-        &self,
-        nsid: u32,
-        cns: u32,
-        f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
-    ) -> Result<R> {
-        let len = cmd::IDENTIFY_SIZE;
-        let bounce = self.bounce.lock();
-        bounce.zero(len)?;
-        let (prp1, prp2) = bounce.prps(len);
-        let sqe = Sqe::new(cmd::ADMIN_IDENTIFY, nsid)
-            .prps(prp1, prp2)
-            .cdw10(cns);
-        {
-            let mut admin = self.ctrl.admin();
-            if self.ctrl.state() != CtrlState::Live || self.ctrl.regs.csts().is_none() {
-                return Err(ENODEV);
-            }
-            admin.run(&self.ctrl.regs, sqe)?;
-        }
-        f(io_project!(&bounce.data, [try: 0..len]).try_cast::<T>()?)
     }
 
     fn reset(&self) -> Result<i32> {
@@ -237,35 +204,31 @@ impl Passthru {
         pr_warn!("rnvme{}: resetting controller\n", self.ctrl.index);
         self.ctrl.reset_sync();
         match self.ctrl.state() {
-            CtrlState::Live => Ok(0),
+            Ok(CtrlState::Live) => Ok(0),
             _ => Err(EIO),
         }
     }
 
-    /// `NVME_IOCTL_ADMIN_CMD` (`wide`: `NVME_IOCTL_ADMIN64_CMD`): run the command on the
+    /// `NVME_IOCTL_ADMIN_CMD` (`Cmd64`: `NVME_IOCTL_ADMIN64_CMD`): run the command on the
     /// admin queue; returns the NVMe status (0 on success, positive: the controller's status
     /// field) and writes dword 0 of the completion back to `result`.
-    fn admin_cmd(&self, arg: usize, wide: bool) -> Result<i32> {
-        let c = read_cmd(arg, wide)?;
+    fn admin_cmd(&self, arg: usize, layout: Layout) -> Result<i32> {
+        let c = read_cmd(arg, layout)?;
         let sqe = check_admin(&c)?;
         let len = usize::try_from(c.data_len)?;
         let (status, result) = self.run_with_data(sqe, c.opcode & 1 != 0, c.addr, len, |sqe| {
-            let mut admin = self.ctrl.admin();
-            if self.ctrl.state() != CtrlState::Live || self.ctrl.regs.csts().is_none() {
-                return Err(ENODEV);
-            }
-            admin.run_status(&self.ctrl.regs, sqe)
+            self.ctrl.live_admin()?.run_status(&self.ctrl.regs, sqe)
         })?;
-        write_result(arg, wide, result)?;
+        write_result(arg, layout, result)?;
         Ok(status.into())
     }
 
-    /// `NVME_IOCTL_IO_CMD` (`wide`: `NVME_IOCTL_IO64_CMD`) on the disk of namespace `on_ns`,
+    /// `NVME_IOCTL_IO_CMD` (`Cmd64`: `NVME_IOCTL_IO64_CMD`) on the disk of namespace `on_ns`,
     /// or on the controller (`None`): then on its only disk. The command runs as a
     /// driver-private request on the disk's queue (ordered and accounted with the disk's other
     /// requests, timed out and requeued by a reset like them), its data in the bounce buffer.
-    fn io_cmd(&self, on_ns: Option<u32>, arg: usize, wide: bool) -> Result<i32> {
-        let c = read_cmd(arg, wide)?;
+    fn io_cmd(&self, on_ns: Option<u32>, arg: usize, layout: Layout) -> Result<i32> {
+        let c = read_cmd(arg, layout)?;
         if c.flags != 0 || c.metadata_len != 0 || c.metadata != 0 {
             return Err(EINVAL);
         }
@@ -276,7 +239,7 @@ impl Passthru {
         }
         let disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
         let disk = match on_ns {
-            Some(nsid) => disks.iter().find(|d| d.nsid == nsid).ok_or(ENODEV)?,
+            Some(nsid) => disks.iter().find(|d| d.ns.nsid == nsid).ok_or(ENODEV)?,
             None => match &disks[..] {
                 [] => return Err(ENOTTY),
                 [only] => {
@@ -290,7 +253,7 @@ impl Passthru {
             },
         };
         let len = usize::try_from(c.data_len)?;
-        check_io(&c, disk.nsid, disk.lba_shift, len)?;
+        check_io(&c, disk.ns.nsid, disk.ns.lba_shift, len)?;
         let to_ctrl = c.opcode & 1 != 0;
         let sqe = Sqe::new(c.opcode, c.nsid).dwords(c.cdw2, c.cdw3, c.cdw10_15);
         let timeout = (c.timeout_ms != 0).then(|| Delta::from_millis(c.timeout_ms.into()));
@@ -301,18 +264,17 @@ impl Passthru {
             Ok((u16::try_from(status)?, result as u32))
         })?;
         drop(disks);
-        write_result(arg, wide, result)?;
+        write_result(arg, layout, result)?;
         Ok(status.into())
     }
 }
 
-/// Read a `struct nvme_passthru_cmd` (`wide`: `struct nvme_passthru_cmd64`) from user address
+/// Read a `struct nvme_passthru_cmd` (or `struct nvme_passthru_cmd64`) from user address
 /// `arg`.
-fn read_cmd(arg: usize, wide: bool) -> Result<PassthruCmd> {
-    let size = if wide {
-        size_of::<PassthruCmd64>()
-    } else {
-        size_of::<PassthruCmd>()
+fn read_cmd(arg: usize, layout: Layout) -> Result<PassthruCmd> {
+    let size = match layout {
+        Layout::Cmd64 => size_of::<PassthruCmd64>(),
+        Layout::Cmd => size_of::<PassthruCmd>(),
     };
     let mut raw = [0u8; size_of::<PassthruCmd64>()];
     UserSlice::new(UserPtr::from_addr(arg), size)
@@ -324,17 +286,16 @@ fn read_cmd(arg: usize, wide: bool) -> Result<PassthruCmd> {
 
 /// Write dword 0 of the completion to the `result` field of the command at user address
 /// `arg`.
-fn write_result(arg: usize, wide: bool, result: u32) -> Result {
-    let (offset, bytes): (usize, &[u8]) = if wide {
-        (
+fn write_result(arg: usize, layout: Layout, result: u32) -> Result {
+    let (offset, bytes): (usize, &[u8]) = match layout {
+        Layout::Cmd64 => (
             core::mem::offset_of!(PassthruCmd64, result),
             &u64::from(result).to_ne_bytes(),
-        )
-    } else {
-        (
+        ),
+        Layout::Cmd => (
             core::mem::offset_of!(PassthruCmd, result),
             &result.to_ne_bytes(),
-        )
+        ),
     };
     UserSlice::new(
         UserPtr::from_addr(arg).wrapping_byte_add(offset),
@@ -450,23 +411,4 @@ fn admin_allowed(c: &PassthruCmd) -> bool {
         }
     }
     capable(Capability::SYS_ADMIN)
-}
-
-/// The command of a passthrough I/O request (a driver-private request made by
-/// [`Passthru::io_cmd`]); its PRPs point into the bounce buffer. `queue_rq` sets the command
-/// id. Other requests it does not know fail with `EOPNOTSUPP`.
-pub(crate) fn driver_sqe(rq: &Request<NvmeOps>) -> Result<Sqe> {
-    let bytes = rq.driver_cmd().ok_or(EOPNOTSUPP)?;
-    Sqe::read_from_bytes(&bytes).map_err(|_| EINVAL)
-}
-
-/// How a request ends for a completion: a passthrough request successfully, with the
-/// controller's status and result stored for the caller of the ioctl; any other with the
-/// error the status stands for.
-pub(crate) fn io_status(rq: &Request<NvmeOps>, cqe: &cmd::Completion) -> Result {
-    if rq.is_driver_private() {
-        rq.set_driver_result(cqe.status.into(), cqe.result.into());
-        return Ok(());
-    }
-    cmd::status_to_result(cqe.status)
 }

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Namespaces: their disks and the blk-mq operations, which pick the submission queue and
-//! handle timeouts.
+//! Namespaces as disks: the blk-mq operations of the disks (submission goes to the
+//! controller's queue set; timeouts), their tag set, and the one namespace scan that adds a
+//! disk for every active namespace without one and removes the disks of vanished namespaces,
+//! at probe and for a rescan.
 
 use crate::{
     cmd::{self, IdNs, NsList},
-    ctrl::{Ctrl, CtrlInfo, CtrlState},
+    ctrl::{Ctrl, CtrlInfo, CtrlState, NsDisk},
     ioctl::Passthru,
-    queue::{queue_order, SubmitError, MAX_SEGMENTS},
-    RustNvmeMq,
+    prp::MAX_SEGMENTS,
+    request::{NsAddr, NvmeOps},
 };
 use kernel::{
     block::{
@@ -18,12 +20,13 @@ use kernel::{
         },
         SECTOR_SHIFT,
     },
-    device::{Bound, Device},
+    device::Device,
     dma::CoherentView,
+    fmt,
     io::io_read,
     page::PAGE_SIZE,
     prelude::*,
-    sync::{aref::ARef, atomic::Relaxed, Arc, ArcBorrow},
+    sync::{aref::ARef, Arc, ArcBorrow},
     time::Delta,
 };
 
@@ -34,24 +37,23 @@ const DMA_ALIGNMENT_MASK: u32 = 3;
 const MAX_TAGS: u32 = 10240;
 /// Largest discard or write-zeroes request, in logical blocks (NLB of Write Zeroes is 16 bit).
 const MAX_ZERO_BLOCKS: u32 = 1 << 16;
+/// Entries of an active namespace list (one Identify page): the scan reads one page, so it
+/// sees the first 1024 active namespaces.
+const NS_LIST_ENTRIES: usize = cmd::IDENTIFY_SIZE / size_of::<u32>();
 
 /// One namespace: the queue data of its disk.
 pub(crate) struct Namespace {
     ctrl: Arc<Ctrl>,
     /// For the passthrough ioctls on the disk.
     passthru: Arc<Passthru>,
-    pub(crate) nsid: u32,
-    /// Logical block size, as a shift.
-    pub(crate) lba_shift: u32,
+    addr: NsAddr,
 }
-
-/// blk-mq operations of the NVMe disks.
-pub(crate) struct NvmeOps;
 
 #[vtable]
 impl Operations for NvmeOps {
     type QueueData = Arc<Namespace>;
 
+    /// Turned away while the controller is not live; otherwise the queue set picks the queue.
     fn queue_rq(
         ns: ArcBorrow<'_, Namespace>,
         rq: ARef<Request<Self>>,
@@ -59,38 +61,13 @@ impl Operations for NvmeOps {
     ) -> Result<(), QueueError<Self>> {
         let ctrl = &ns.ctrl;
         match ctrl.state() {
-            CtrlState::Live => {}
+            Ok(CtrlState::Live) => {}
             // Retried by blk-mq a few milliseconds later.
-            CtrlState::Resetting => return Err(QueueError::new(rq, ENOMEM)),
-            CtrlState::Dead => return Err(QueueError::new(rq, EIO)),
+            Ok(CtrlState::Resetting) => return Err(QueueError::new(rq, ENOMEM)),
+            Ok(CtrlState::Dead) => return Err(QueueError::new(rq, EIO)),
+            Err(e) => return Err(QueueError::new(rq, e)),
         }
-        let (first, count, home) = queue_choice(ctrl, &rq);
-        let mut rq = rq;
-        let lose = ctrl.take_lose();
-        for (qi, queue) in queue_order(home - first, count, ctrl.overflow)
-            .filter_map(|i| Some((first + i, ctrl.queues.get(first + i)?)))
-        {
-            match queue.submit(&ns, rq, qi != home, lose, ctrl.cpus(qi)) {
-                Ok(()) => {
-                    if let Some(home_queue) = ctrl.queues.get(home).filter(|_| qi != home) {
-                        home_queue.stats.overflow_out.add(1, Relaxed);
-                        queue.stats.overflow_in.add(1, Relaxed);
-                    }
-                    return Ok(());
-                }
-                Err(SubmitError::Full(back)) => rq = back,
-                Err(SubmitError::Offline(back)) => {
-                    rq = back;
-                    // Commands submitted just before the vector went down complete without
-                    // an interrupt: reap them here (and in `timeout`).
-                    queue.process_completions();
-                }
-                Err(SubmitError::Failed(back, e)) => return Err(QueueError::new(back, e)),
-            }
-        }
-        // Every queue we may use is full or keeps its reserve: BLK_STS_RESOURCE, blk-mq
-        // retries later.
-        Err(QueueError::new(rq, ENOMEM))
+        ctrl.queues.submit(ns.addr, rq, ctrl.faults.delivery())
     }
 
     fn commit_rqs(_ns: ArcBorrow<'_, Namespace>) {}
@@ -98,15 +75,7 @@ impl Operations for NvmeOps {
     /// Reap the poll queue of poll context `hw_queue` and, with `overflow`, the other poll
     /// queues too (its requests may have been lent to them), in the order they were tried.
     fn poll(ns: ArcBorrow<'_, Namespace>, hw_queue: u32) -> u32 {
-        let ctrl = &ns.ctrl;
-        let Some(home) = poll_home(ctrl, hw_queue) else {
-            return 0;
-        };
-        let found: usize = queue_order(home, ctrl.nr_poll, ctrl.overflow)
-            .filter_map(|i| ctrl.queues.get(ctrl.nr_irq() + i))
-            .map(|q| q.poll())
-            .sum();
-        u32::try_from(found).unwrap_or(u32::MAX)
+        u32::try_from(ns.ctrl.queues.poll(hw_queue)).unwrap_or(u32::MAX)
     }
 
     /// A command timed out: send an Abort for it (it then completes with an error, or
@@ -128,13 +97,13 @@ impl Operations for NvmeOps {
         let id: *const Request<Self> = &*rq;
         drop(rq);
         let rq = id;
-        ctrl.finish_deferred();
-        if ctrl.state() == CtrlState::Resetting {
+        ctrl.queues.finish_deferred();
+        if ctrl.state() == Ok(CtrlState::Resetting) {
             // The reset requeues the request if the controller still holds it.
             return TimeoutReturn::ResetTimer;
         }
-        if let Some((queue, _, _)) = ctrl.find(rq, false) {
-            if queue.process_completions() && ctrl.find(rq, false).is_none() {
+        if let Some(queue) = ctrl.queues.find(rq).map(|at| at.queue) {
+            if queue.process_completions() && ctrl.queues.find(rq).is_none() {
                 pr_info!(
                     "rnvme{}: queue {}: request completed without an interrupt, found by polling\n",
                     ctrl.index,
@@ -143,12 +112,12 @@ impl Operations for NvmeOps {
                 return TimeoutReturn::Done;
             }
         }
-        let Some((queue, cid, aborted_before)) = ctrl.find(rq, true) else {
+        let Some(at) = ctrl.queues.mark_aborted(rq) else {
             // Ended meanwhile (or being ended by whoever took it off its slot).
             return TimeoutReturn::Done;
         };
-        let qid = queue.qid;
-        if !aborted_before {
+        let (qid, cid) = (at.queue.qid, at.cid);
+        if !at.aborted_before {
             pr_warn!(
                 "rnvme{}: command {} on queue {} timed out, aborting\n",
                 ctrl.index,
@@ -171,32 +140,14 @@ impl Operations for NvmeOps {
         TimeoutReturn::Done
     }
 
+    /// An ioctl on the disk: the namespace's passthrough ioctls (`ioctl.rs`).
     fn ioctl(ns: ArcBorrow<'_, Namespace>, _write: bool, cmd: u32, arg: usize) -> Result<i32> {
-        ns.passthru.ns_ioctl(ns.nsid, cmd, arg)
+        ns.passthru.ns_ioctl(ns.addr.nsid, cmd, arg)
     }
 
     fn complete(rq: ARef<Request<Self>>) {
         // Requests are ended from the interrupt handler; nothing is completed through here.
         let _ = Request::end(rq, Ok(()));
-    }
-}
-
-/// The poll queue (0-based among the poll queues) of poll context `hw_queue`: the tag set has
-/// one default context per CPU, then one poll context per poll queue.
-fn poll_home(ctrl: &Ctrl, hw_queue: u32) -> Option<usize> {
-    let i = hw_queue.checked_sub(kernel::cpu::nr_cpu_ids())?;
-    Some(i as usize).filter(|&i| i < ctrl.nr_poll)
-}
-
-/// The queues a request may use, `first..first + count`, and its home queue among them: the
-/// poll queues for a polled request (whose completion raises no interrupt and is found by
-/// `poll` for its context), the interrupt-driven queues for any other. Requests never overflow
-/// from one kind to the other.
-fn queue_choice(ctrl: &Ctrl, rq: &Request<NvmeOps>) -> (usize, usize, usize) {
-    let nr_irq = ctrl.nr_irq();
-    match poll_home(ctrl, rq.hw_queue()).filter(|_| rq.is_polled()) {
-        Some(p) => (nr_irq, ctrl.nr_poll, nr_irq + p),
-        None => (0, nr_irq, ctrl.home_queue()),
     }
 }
 
@@ -208,9 +159,8 @@ fn queue_choice(ctrl: &Ctrl, rq: &Request<NvmeOps>) -> (usize, usize, usize) {
 ///
 /// With poll queues, polled requests get contexts of their own (the poll map, one context per
 /// poll queue), so the disks support polled I/O.
-pub(crate) fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
-    let slots: usize = ctrl.queues.iter().map(|q| q.slots()).sum();
-    let slots = u32::try_from(slots)?;
+fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
+    let slots = u32::try_from(ctrl.queues.total_slots())?;
     let maps = QueueMaps {
         default: kernel::cpu::nr_cpu_ids(),
         read: 0,
@@ -218,7 +168,7 @@ pub(crate) fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
     Arc::pin_init(
         TagSet::new_with_poll_maps(
             maps,
-            u32::try_from(ctrl.nr_poll)?,
+            u32::try_from(ctrl.queues.nr_poll())?,
             slots.min(MAX_TAGS),
             TagSetFlag::TagHctxShared | TagSetFlag::NoSchedByDefault,
         ),
@@ -227,28 +177,15 @@ pub(crate) fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
 }
 
 /// The size and format of a namespace.
-pub(crate) struct NsFormat {
-    nsid: u32,
+struct NsFormat {
+    addr: NsAddr,
     /// Size in logical blocks.
     nsze: u64,
-    lba_shift: u32,
-}
-
-/// Identify namespace `nsid`; `None` if it is empty or its format is not supported.
-fn identify_ns(ctrl: &Ctrl, dev: &Device<Bound>, nsid: u32) -> Result<Option<NsFormat>> {
-    let id = ctrl
-        .admin()
-        .identify::<IdNs>(&ctrl.regs, dev, nsid, cmd::CNS_NAMESPACE)?;
-    ns_format(dev, nsid, id.view()?)
 }
 
 /// The format of namespace `nsid` from its Identify Namespace data; `None` if it is empty or
 /// its format is not supported.
-pub(crate) fn ns_format(
-    dev: &Device,
-    nsid: u32,
-    id: CoherentView<'_, IdNs>,
-) -> Result<Option<NsFormat>> {
+fn ns_format(dev: &Device, nsid: u32, id: CoherentView<'_, IdNs>) -> Result<Option<NsFormat>> {
     let nsze: u64 = io_read!(id, .nsze);
     let flbas: u8 = io_read!(id, .flbas);
     let format = usize::from(flbas & 0xf);
@@ -269,120 +206,172 @@ pub(crate) fn ns_format(
         return Ok(None);
     }
     Ok(Some(NsFormat {
-        nsid,
+        addr: NsAddr { nsid, lba_shift },
         nsze,
-        lba_shift,
     }))
 }
 
-/// Limits and features of a disk, the same for all namespaces of a controller.
-pub(crate) struct DiskLimits<'a> {
-    pub(crate) info: &'a CtrlInfo,
-    pub(crate) io_timeout: Delta,
+/// Builds a disk whose block device operations hold the module (`GenDiskBuilder::build_owned`
+/// with the module's type, which only the crate root names).
+pub(crate) type BuildDisk = fn(
+    GenDiskBuilder,
+    fmt::Arguments<'_>,
+    Arc<TagSet<NvmeOps>>,
+    Arc<Namespace>,
+) -> Result<GenDisk<NvmeOps>>;
+
+/// What the disks of a controller's namespaces are made of, kept for rescans.
+pub(crate) struct Namespaces {
+    pub(crate) ctrl: Arc<Ctrl>,
+    /// Given to every disk, for its ioctls.
+    pub(crate) passthru: Arc<Passthru>,
+    /// The tag set all disks of the controller share.
+    tagset: Arc<TagSet<NvmeOps>>,
+    /// Identify Controller: the disks' limits and features (and the sysfs identity).
+    pub(crate) info: CtrlInfo,
+    io_timeout: Delta,
+    /// The PCI function, the disks' parent in sysfs.
+    parent: ARef<Device>,
+    build: BuildDisk,
 }
 
-/// The disk of a namespace, for the controller's list of disks.
-pub(crate) struct NsDisk {
-    pub(crate) nsid: u32,
-    /// Logical block size, as a shift.
-    pub(crate) lba_shift: u32,
-    /// Removed from the system when dropped.
-    pub(crate) disk: GenDisk<NvmeOps>,
-}
-
-/// The disk of namespace `f`, a child of `dev` (the PCI function) in sysfs.
-pub(crate) fn add_disk(
-    ctrl: &Arc<Ctrl>,
-    dev: &Device,
-    tagset: &Arc<TagSet<NvmeOps>>,
-    limits: &DiskLimits<'_>,
-    f: &NsFormat,
-    passthru: &Arc<Passthru>,
-) -> Result<NsDisk> {
-    let info = limits.info;
-    let block = 1u32 << f.lba_shift;
-    let sectors_per_block = f.lba_shift - SECTOR_SHIFT;
-    let zero_sectors = (MAX_ZERO_BLOCKS << sectors_per_block).min(u32::MAX >> 1);
-    let max_sectors = u32::try_from(info.max_bytes >> SECTOR_SHIFT)?;
-    let mut builder = GenDiskBuilder::new()
-        .capacity_sectors(f.nsze << sectors_per_block)
-        .logical_block_size(block)?
-        .physical_block_size(block)?
-        .max_hw_sectors(max_sectors)
-        .max_segments(MAX_SEGMENTS as u16)
-        .virt_boundary_mask(PAGE_SIZE - 1)?
-        .dma_alignment(DMA_ALIGNMENT_MASK)?
-        .rq_timeout(limits.io_timeout)
-        .parent(dev);
-    if info.vwc {
-        builder = builder.write_cache(true);
+impl Namespaces {
+    pub(crate) fn new(
+        passthru: Arc<Passthru>,
+        info: CtrlInfo,
+        io_timeout: Delta,
+        parent: &Device,
+        build: BuildDisk,
+    ) -> Result<Self> {
+        let ctrl = passthru.ctrl.clone();
+        Ok(Self {
+            tagset: tag_set(&ctrl)?,
+            ctrl,
+            passthru,
+            info,
+            io_timeout,
+            parent: parent.into(),
+            build,
+        })
     }
-    if info.oncs & cmd::ONCS_DSM != 0 {
-        builder = builder.max_discard_sectors(zero_sectors);
-    }
-    if info.oncs & cmd::ONCS_WRITE_ZEROES != 0 {
-        builder = builder.max_write_zeroes_sectors(zero_sectors);
-    }
-    let (nsid, lba_shift) = (f.nsid, f.lba_shift);
-    let ns = Arc::new(
-        Namespace {
-            ctrl: ctrl.clone(),
-            passthru: passthru.clone(),
-            nsid,
-            lba_shift,
-        },
-        GFP_KERNEL,
-    )?;
-    let name = fmt!("rnvme{}n{}", ctrl.index, nsid);
-    let disk = builder.build_owned::<RustNvmeMq, _>(name, tagset.clone(), ns)?;
-    Ok(NsDisk {
-        nsid,
-        lba_shift,
-        disk,
-    })
-}
 
-/// Log a new disk.
-pub(crate) fn announce(dev: &Device, ctrl: &Ctrl, info: &CtrlInfo, f: &NsFormat) {
-    let flag = |on: bool, name: &'static str| if on { name } else { "" };
-    dev_info!(
-        dev,
-        "rnvme{}n{}: {} blocks of {} bytes ({} MiB){}{}{}\n",
-        ctrl.index,
-        f.nsid,
-        f.nsze,
-        1u32 << f.lba_shift,
-        (f.nsze << f.lba_shift) >> 20,
-        flag(info.vwc, ", write cache"),
-        flag(info.oncs & cmd::ONCS_DSM != 0, ", discard"),
-        flag(info.oncs & cmd::ONCS_WRITE_ZEROES != 0, ", write zeroes")
-    );
-}
-
-/// A disk for every active namespace with a supported format.
-pub(crate) fn add_disks(
-    ctrl: &Arc<Ctrl>,
-    dev: &Device<Bound>,
-    tagset: &Arc<TagSet<NvmeOps>>,
-    limits: &DiskLimits<'_>,
-    passthru: &Arc<Passthru>,
-) -> Result<KVec<NsDisk>> {
-    let list = ctrl
-        .admin()
-        .identify::<NsList>(&ctrl.regs, dev, 0, cmd::CNS_ACTIVE_NS_LIST)?;
-    let list = list.view()?;
-    let mut disks = KVec::new();
-    for i in 0..1024 {
-        let nsid: u32 = io_read!(list, .0[try: i]);
-        if nsid == 0 {
-            break;
+    /// The namespace scan, at probe and for a rescan: read the active namespace list, move
+    /// the disks of `disks` whose namespace is no longer active to `gone`, and add a disk for
+    /// every active namespace without one (if its format is supported). `gone` is the
+    /// caller's, to drop (which removes the disks) once it no longer holds the lock of
+    /// `disks`: removing a disk waits for its ioctls, which may wait for that lock.
+    pub(crate) fn scan(&self, disks: &mut KVec<NsDisk>, gone: &mut KVec<NsDisk>) -> Result {
+        let active = self.active_nsids()?;
+        for d in core::mem::take(disks) {
+            if active.contains(&d.ns.nsid) {
+                disks.push(d, GFP_KERNEL)?;
+            } else {
+                dev_info!(
+                    self.parent,
+                    "rnvme{}n{}: namespace gone, removing its disk\n",
+                    self.ctrl.index,
+                    d.ns.nsid
+                );
+                gone.push(d, GFP_KERNEL)?;
+            }
         }
-        let Some(format) = identify_ns(ctrl, dev, nsid)? else {
-            continue;
-        };
-        let disk = add_disk(ctrl, dev, tagset, limits, &format, passthru)?;
-        announce(dev, ctrl, limits.info, &format);
-        disks.push(disk, GFP_KERNEL)?;
+        for &nsid in active.iter() {
+            if disks.iter().any(|d| d.ns.nsid == nsid) {
+                continue;
+            }
+            let Some(format) = self.identify_ns(nsid)? else {
+                continue;
+            };
+            let disk = self.add_disk(&format)?;
+            self.announce(&format);
+            disks.push(disk, GFP_KERNEL)?;
+        }
+        Ok(())
     }
-    Ok(disks)
+
+    /// The active namespace ids (at most one Identify page of them).
+    fn active_nsids(&self) -> Result<KVec<u32>> {
+        let ctrl = &self.ctrl;
+        ctrl.live_admin()?
+            .identify::<NsList, _>(&ctrl.regs, 0, cmd::CNS_ACTIVE_NS_LIST, |list| {
+                let mut ids = KVec::new();
+                for i in 0..NS_LIST_ENTRIES {
+                    let nsid: u32 = io_read!(list, .0[try: i]);
+                    if nsid == 0 {
+                        break;
+                    }
+                    ids.push(nsid, GFP_KERNEL)?;
+                }
+                Ok(ids)
+            })
+    }
+
+    /// Identify namespace `nsid`; `None` if it is empty or its format is not supported.
+    fn identify_ns(&self, nsid: u32) -> Result<Option<NsFormat>> {
+        let ctrl = &self.ctrl;
+        ctrl.live_admin()?
+            .identify::<IdNs, _>(&ctrl.regs, nsid, cmd::CNS_NAMESPACE, |id| {
+                ns_format(&self.parent, nsid, id)
+            })
+    }
+
+    /// The disk of namespace `f`, a child of the PCI function in sysfs.
+    fn add_disk(&self, f: &NsFormat) -> Result<NsDisk> {
+        let info = &self.info;
+        let lba_shift = f.addr.lba_shift;
+        let block = 1u32 << lba_shift;
+        let sectors_per_block = lba_shift - SECTOR_SHIFT;
+        let zero_sectors = (MAX_ZERO_BLOCKS << sectors_per_block).min(u32::MAX >> 1);
+        let max_sectors = u32::try_from(info.max_bytes >> SECTOR_SHIFT)?;
+        let mut builder = GenDiskBuilder::new()
+            .capacity_sectors(f.nsze << sectors_per_block)
+            .logical_block_size(block)?
+            .physical_block_size(block)?
+            .max_hw_sectors(max_sectors)
+            .max_segments(MAX_SEGMENTS as u16)
+            .virt_boundary_mask(PAGE_SIZE - 1)?
+            .dma_alignment(DMA_ALIGNMENT_MASK)?
+            .rq_timeout(self.io_timeout)
+            .parent(&self.parent);
+        if info.vwc {
+            builder = builder.write_cache(true);
+        }
+        if info.oncs & cmd::ONCS_DSM != 0 {
+            builder = builder.max_discard_sectors(zero_sectors);
+        }
+        if info.oncs & cmd::ONCS_WRITE_ZEROES != 0 {
+            builder = builder.max_write_zeroes_sectors(zero_sectors);
+        }
+        let ns = Namespace {
+            ctrl: self.ctrl.clone(),
+            passthru: self.passthru.clone(),
+            addr: f.addr,
+        };
+        let name = fmt!("rnvme{}n{}", self.ctrl.index, f.addr.nsid);
+        let disk = (self.build)(
+            builder,
+            name,
+            self.tagset.clone(),
+            Arc::new(ns, GFP_KERNEL)?,
+        )?;
+        Ok(NsDisk { ns: f.addr, disk })
+    }
+
+    /// Log a new disk.
+    fn announce(&self, f: &NsFormat) {
+        let info = &self.info;
+        let flag = |on: bool, name: &'static str| if on { name } else { "" };
+        dev_info!(
+            self.parent,
+            "rnvme{}n{}: {} blocks of {} bytes ({} MiB){}{}{}\n",
+            self.ctrl.index,
+            f.addr.nsid,
+            f.nsze,
+            1u32 << f.addr.lba_shift,
+            (f.nsze << f.addr.lba_shift) >> 20,
+            flag(info.vwc, ", write cache"),
+            flag(info.oncs & cmd::ONCS_DSM != 0, ", discard"),
+            flag(info.oncs & cmd::ONCS_WRITE_ZEROES != 0, ", write zeroes")
+        );
+    }
 }

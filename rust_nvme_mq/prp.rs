@@ -4,6 +4,11 @@
 
 use kernel::{page::PAGE_SIZE, prelude::*};
 
+/// PRP list entries per command slot: the largest request is this many pages.
+pub(crate) const PRP_LIST_ENTRIES: usize = 64;
+/// Largest number of single-page segments in a request: one for PRP1, the rest in the list.
+pub(crate) const MAX_SEGMENTS: usize = PRP_LIST_ENTRIES + 1;
+
 /// How a transfer is described to the device.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Prps {

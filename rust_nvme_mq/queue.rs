@@ -1,24 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! I/O submission/completion queue pairs: command slots, the lending rule between queues,
-//! building commands from requests, submission, and completion from the interrupt handler.
+//! An I/O submission/completion queue pair: its rings, its command slots (which request holds
+//! which command id, with its DMA mappings and PRP list area), putting a command on the ring,
+//! and reaping completions (from the interrupt handler, polling, a hotplug drain or a reset).
+//! Which queue a request goes to is decided by the queue set (`queueset.rs`); what command a
+//! request becomes, by `request.rs`.
 
 use crate::{
     cmd::{self, Sqe},
-    ns::{Namespace, NvmeOps},
-    prp::build_prps,
+    prp::{MAX_SEGMENTS, PRP_LIST_ENTRIES},
     regs::Regs,
+    request::{self, NsAddr, NvmeOps, SlotDma},
 };
 use kernel::{
-    block::{
-        mq::{Command, DmaDevice, DmaMapping, Request},
-        SECTOR_SHIFT,
-    },
+    block::mq::{DmaDevice, DmaMapping, Request},
     cpumask::Cpumask,
     device::{self, Bound},
     dma::Coherent,
-    io::io_write,
-    irq::{self, IrqReturn},
     prelude::*,
     sync::{
         aref::ARef,
@@ -28,54 +26,85 @@ use kernel::{
     time::{delay::fsleep, Delta, Instant, Monotonic},
 };
 
-/// PRP list entries per command slot: the largest request is this many pages.
-pub(crate) const PRP_LIST_ENTRIES: usize = 64;
-/// Largest number of single-page segments in a request: one for PRP1, the rest in the list.
-pub(crate) const MAX_SEGMENTS: usize = PRP_LIST_ENTRIES + 1;
 /// Completions handled per lock hold.
 const COMPLETION_BATCH: usize = 16;
 
-/// The order in which queues are tried for a request from `home`: the home queue, then,
-/// with `overflow`, the others round robin (each of which may refuse, see [`may_take`]).
-pub(crate) fn queue_order(
-    home: usize,
-    nr_queues: usize,
-    overflow: bool,
-) -> impl Iterator<Item = usize> {
-    let tries = if overflow { nr_queues } else { 1 };
-    (0..tries).map(move |i| (home + i) % nr_queues.max(1))
+/// Whose request a submission is, which decides how many of the queue's free slots it may
+/// take (the queue set's lending rule, see `queueset::origin`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Origin {
+    /// From one of the queue's own CPUs (it is their home queue): any free slot.
+    Own,
+    /// From a CPU whose home queue is another one (overflow): a slot only while more than
+    /// `reserve` slots stay free, and only while the queue lends.
+    Borrowed { reserve: usize },
 }
 
-/// How many of a queue's `slots` it keeps for requests of its own CPUs (those whose home it
-/// is): a quarter, rounded up.
-pub(crate) fn lend_reserve(slots: usize) -> usize {
-    slots.div_ceil(4)
-}
-
-/// The lending rule: whether a request may take one of a queue's `free` slots (out of
-/// `slots`). A request of one of the queue's own CPUs may take any free slot; a request of a
-/// foreign CPU (overflowing from its full home queue) only while more than
-/// [`lend_reserve`] slots are free, so lending never leaves fewer than the reserve free.
-///
-/// A CPU that keeps at most the reserve in flight on its queue therefore never finds it full,
-/// however much other CPUs borrow, while a CPU with more load than its queue holds still gets
-/// every slot the others do not need beyond their reserve.
-pub(crate) fn may_take(free: usize, slots: usize, foreign: bool) -> bool {
-    if foreign {
-        free > lend_reserve(slots)
-    } else {
-        free > 0
+impl Origin {
+    /// Whether a request of this origin may take one of `free` free slots.
+    pub(crate) fn admits(self, free: usize) -> bool {
+        match self {
+            Self::Own => free > 0,
+            Self::Borrowed { reserve } => free > reserve,
+        }
     }
 }
 
-/// The MSI-X vector of I/O queue `index` when `nr_vectors` were granted: vector 0 belongs to
-/// the admin queue, the others are shared round robin.
-pub(crate) fn queue_vector(index: usize, nr_vectors: usize) -> usize {
-    if nr_vectors > 1 {
-        1 + index % (nr_vectors - 1)
-    } else {
-        0
+/// Whether the controller gets a submitted command.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Delivery {
+    /// On the ring, doorbell rung.
+    Give,
+    /// Kept in its slot but never given to the controller, as if it lost it (fault injection,
+    /// debugfs `lose_commands`).
+    Lose,
+}
+
+/// Why a queue turned a submission away before it took a slot.
+enum Refusal {
+    /// The controller is being reset (or shut down).
+    Stopped,
+    /// No CPU of the queue's vector is online, or the queue does not lend now.
+    Offline,
+    /// No free slot this request may take.
+    Full,
+}
+
+impl Refusal {
+    /// The request comes back with the reason.
+    fn give_back(self, rq: ARef<Request<NvmeOps>>) -> SubmitError {
+        match self {
+            // Retried by blk-mq a few milliseconds later (the reset requeues or fails it).
+            Self::Stopped => SubmitError::Failed(rq, ENOMEM),
+            Self::Offline => SubmitError::Offline(rq),
+            Self::Full => SubmitError::Full(rq),
+        }
     }
+}
+
+/// What one reap did.
+#[derive(Default, Clone, Copy)]
+struct Reaped {
+    /// Requests ended.
+    ended: usize,
+    /// Whether any completion queue entry was consumed.
+    consumed: bool,
+}
+
+/// The slot of a command, found by its request's address.
+pub(crate) struct Found {
+    pub(crate) cid: u16,
+    /// An Abort had been sent for it before.
+    pub(crate) aborted_before: bool,
+}
+
+/// How full a queue is.
+pub(crate) struct Occupancy {
+    /// Commands in flight.
+    pub(crate) in_flight: usize,
+    /// Slots held by requests of foreign CPUs, now and at most so far.
+    pub(crate) lent: usize,
+    pub(crate) lent_max: usize,
 }
 
 /// Counters of one I/O queue.
@@ -114,41 +143,6 @@ impl QueueStats {
             polled: Atomic::new(0),
             hotplug_drained: Atomic::new(0),
         }
-    }
-}
-
-/// The column names of [`Counters`].
-pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained";
-
-/// The counters of a queue as one line of numbers (debugfs, and the kernel log at removal),
-/// in the order of [`COUNTER_COLUMNS`]; `poll`: whether it is a poll queue.
-pub(crate) struct Counters<'a>(pub(crate) &'a IoQueue, pub(crate) bool);
-
-impl kernel::fmt::Display for Counters<'_> {
-    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-        let Self(q, poll) = *self;
-        let s = &q.stats;
-        let (in_flight, lent, lent_max) = q.occupancy();
-        write!(
-            f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
-            q.qid,
-            s.submitted.load(Relaxed),
-            s.completed.load(Relaxed),
-            s.overflow_out.load(Relaxed),
-            s.overflow_in.load(Relaxed),
-            s.full.load(Relaxed),
-            in_flight,
-            lent,
-            lent_max,
-            s.refused.load(Relaxed),
-            lend_reserve(q.slots()),
-            s.offline.load(Relaxed),
-            s.requeued.load(Relaxed),
-            u8::from(poll),
-            s.polled.load(Relaxed),
-            s.hotplug_drained.load(Relaxed)
-        )
     }
 }
 
@@ -255,6 +249,18 @@ impl QueueState {
         let _ = self.free.push(cid, GFP_ATOMIC);
     }
 
+    /// Note who holds slot `cid`, just taken: a request of `origin`.
+    fn occupy(&mut self, cid: u16, origin: Origin) {
+        let borrowed = origin != Origin::Own;
+        if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
+            slot.lent = borrowed;
+        }
+        if borrowed {
+            self.lent += 1;
+            self.lent_max = self.lent_max.max(self.lent);
+        }
+    }
+
     /// Take the request out of slot `cid` and give the slot back.
     fn take(&mut self, cid: u16) -> Option<ARef<Request<NvmeOps>>> {
         let slot = self.slots.get_mut(usize::from(cid))?;
@@ -349,143 +355,73 @@ impl IoQueue {
         usize::from(self.depth) - 1
     }
 
-    /// Map the data of `rq` for DMA into `maps`. The block layer maps physically contiguous
-    /// pieces together (behind an IOMMU, the whole request as one range), as PRPs need. Fails
-    /// once the controller has started to unbind.
-    fn map_data(&self, rq: &Request<NvmeOps>, maps: &mut DmaMapping<NvmeOps>) -> Result {
-        self.dev.map(maps, rq).map_err(|_| EIO)
-    }
-
-    /// The first PRP list entry of slot `cid` and its bus address.
-    fn list_of(&self, cid: u16) -> (usize, u64) {
-        let index = usize::from(cid) * PRP_LIST_ENTRIES;
-        let addr = self.prps.dma_address() + (index * size_of::<u64>()) as u64;
-        (index, addr)
-    }
-
-    /// A Dataset Management (deallocate) of `blocks` blocks from `lba`: one range, written
-    /// into the list area of slot `cid`.
-    fn discard(&self, nsid: u32, cid: u16, lba: u64, blocks: u32) -> Result<Sqe> {
-        let (index, addr) = self.list_of(cid);
-        // Context attributes and length in blocks, then the starting LBA.
-        io_write!(self.prps, [try: index], u64::from(blocks) << 32);
-        io_write!(self.prps, [try: index + 1], lba);
-        Ok(Sqe::new(cmd::NVM_DSM, nsid)
-            .prps(addr, 0)
-            .cdw10(0)
-            .cdw11(cmd::DSM_DEALLOCATE))
-    }
-
-    /// A read or write of `rq` in slot `cid`, mapping its data into `maps`.
-    fn read_write(
-        &self,
-        rq: &Request<NvmeOps>,
-        (opcode, nsid): (u8, u32),
-        cid: u16,
-        maps: &mut DmaMapping<NvmeOps>,
-    ) -> Result<Sqe> {
-        self.map_data(rq, maps)?;
-        let (index, addr) = self.list_of(cid);
-        let mut list = [0u64; PRP_LIST_ENTRIES];
-        let prps = build_prps(maps.segments(), &mut list, addr)?;
-        if prps.nr_entries > 1 {
-            for (i, entry) in list.iter().take(prps.nr_entries).enumerate() {
-                io_write!(self.prps, [try: index + i], *entry);
-            }
-        }
-        Ok(Sqe::new(opcode, nsid).prps(prps.prp1, prps.prp2))
-    }
-
-    /// Build the command for `rq` in slot `cid`, mapping its data into `maps`.
-    fn prepare(
-        &self,
-        ns: &Namespace,
-        rq: &Request<NvmeOps>,
-        cid: u16,
-        maps: &mut DmaMapping<NvmeOps>,
-    ) -> Result<Sqe> {
-        let lba = rq.sector() >> (ns.lba_shift - SECTOR_SHIFT);
-        let blocks = rq.bytes() >> ns.lba_shift;
-        let command = rq.command();
-        if blocks == 0 && !matches!(command, Command::Flush | Command::Other(_)) {
-            return Err(EINVAL);
-        }
-        let opcode = match command {
-            Command::Read => cmd::NVM_READ,
-            Command::Write => cmd::NVM_WRITE,
-            Command::Flush => return Ok(Sqe::new(cmd::NVM_FLUSH, ns.nsid)),
-            Command::Discard => return self.discard(ns.nsid, cid, lba, blocks),
-            Command::WriteZeroes => {
-                return Ok(Sqe::new(cmd::NVM_WRITE_ZEROES, ns.nsid)
-                    .slba(lba)
-                    .cdw12(blocks - 1))
-            }
-            // A passthrough command (`NVME_IOCTL_IO_CMD`), built by `ioctl.rs`.
-            Command::Other(_) => return crate::ioctl::driver_sqe(rq),
-        };
-        let mut cdw12 = blocks - 1;
-        if rq.is_fua() && command == Command::Write {
-            cdw12 |= cmd::RW_FUA;
-        }
-        let sqe = self.read_write(rq, (opcode, ns.nsid), cid, maps)?;
-        Ok(sqe.slba(lba).cdw12(cdw12))
-    }
-
     /// Whether the queue may be used: its interrupt vector has an online CPU. `cpus`: the
     /// CPUs of the vector, if it has managed affinity.
     fn online(&self, cpus: Option<&Cpumask>) -> bool {
         cpus.is_none_or(|cpus| cpus.intersects(Cpumask::online()))
     }
 
-    /// Whether the lending rule lets a (`foreign`) request have a slot now.
-    fn admits(&self, st: &QueueState, foreign: bool) -> bool {
-        if may_take(st.free.len(), self.slots(), foreign) {
-            return true;
-        }
-        if foreign {
-            self.stats.refused.add(1, Relaxed);
-        } else {
-            self.stats.full.add(1, Relaxed);
-        }
-        false
-    }
-
-    /// Submit `rq` to this queue if the lending rule lets it have a free slot; `foreign`: the
-    /// request comes from a CPU whose home queue is another one. `cpus`: the CPUs of the
-    /// queue's interrupt vector, if it has managed affinity; the queue is only used while one
-    /// of them is online. `lose`: keep the command in its slot but do not give it to the
-    /// controller (fault injection).
-    pub(crate) fn submit(
+    /// A free slot for a request of `origin`, taken off the free list, or why there is none
+    /// (counted).
+    fn claim(
         &self,
-        ns: &Namespace,
-        rq: ARef<Request<NvmeOps>>,
-        foreign: bool,
-        lose: bool,
+        st: &mut QueueState,
+        origin: Origin,
         cpus: Option<&Cpumask>,
-    ) -> Result<(), SubmitError> {
-        let mut guard = self.state.lock();
-        let st = &mut *guard;
+    ) -> Result<u16, Refusal> {
         if !st.accepting {
-            return Err(SubmitError::Failed(rq, ENOMEM));
+            return Err(Refusal::Stopped);
         }
+        let borrowed = origin != Origin::Own;
         // The interrupt core shuts a managed vector down when the last CPU of its mask goes
         // offline. Checked with the lock held, so with interrupts off on this CPU: a CPU
         // cannot leave the online mask (that happens in stop_machine) until the command is
         // on the queue, where a later reap finds it (see `NvmeOps::queue_rq` and `timeout`).
-        if !self.online(cpus) || (foreign && !st.lending) {
+        if !self.online(cpus) || (borrowed && !st.lending) {
             self.stats.offline.add(1, Relaxed);
-            return Err(SubmitError::Offline(rq));
+            return Err(Refusal::Offline);
         }
-        if !self.admits(st, foreign) {
-            return Err(SubmitError::Full(rq));
+        if !origin.admits(st.free.len()) {
+            let counter = if borrowed {
+                &self.stats.refused
+            } else {
+                &self.stats.full
+            };
+            counter.add(1, Relaxed);
+            return Err(Refusal::Full);
         }
-        let Some(cid) = st.free.pop() else {
-            return Err(SubmitError::Full(rq));
+        st.free.pop().ok_or(Refusal::Full)
+    }
+
+    /// Submit `rq` (for namespace `ns`) to this queue if a request of `origin` may have one of
+    /// its free slots. `cpus`: the CPUs of the queue's interrupt vector, if it has managed
+    /// affinity; the queue is only used while one of them is online.
+    pub(crate) fn submit(
+        &self,
+        ns: NsAddr,
+        rq: ARef<Request<NvmeOps>>,
+        origin: Origin,
+        delivery: Delivery,
+        cpus: Option<&Cpumask>,
+    ) -> Result<(), SubmitError> {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        let cid = match self.claim(st, origin, cpus) {
+            Ok(cid) => cid,
+            Err(refusal) => return Err(refusal.give_back(rq)),
         };
         let Some(slot) = st.slots.get_mut(usize::from(cid)) else {
             return Err(SubmitError::Failed(rq, EIO));
         };
-        let mut sqe = match self.prepare(ns, &rq, cid, &mut slot.maps) {
+        let list_index = usize::from(cid) * PRP_LIST_ENTRIES;
+        let dma = SlotDma {
+            dev: &self.dev,
+            maps: &mut slot.maps,
+            lists: &self.prps,
+            list_index,
+            list_addr: self.prps.dma_address() + (list_index * size_of::<u64>()) as u64,
+        };
+        let mut sqe = match request::command(ns, &rq, dma) {
             Ok(sqe) => sqe,
             Err(e) => {
                 // Undoes a mapping made before the failure: the mapping's reference to the
@@ -495,13 +431,9 @@ impl IoQueue {
             }
         };
         slot.rq = Some(rq);
-        slot.lent = foreign;
-        if foreign {
-            st.lent += 1;
-            st.lent_max = st.lent_max.max(st.lent);
-        }
+        st.occupy(cid, origin);
         self.stats.submitted.add(1, Relaxed);
-        if lose {
+        if delivery == Delivery::Lose {
             pr_warn!(
                 "queue {}: losing command {} (fault injection)\n",
                 self.qid,
@@ -526,59 +458,56 @@ impl IoQueue {
     }
 
     /// Take up to `COMPLETION_BATCH` completions off the completion queue into `done`, with
-    /// the lock held; returns how many requests were taken and whether any entry was.
-    fn reap_batch(&self, done: &mut [Done; COMPLETION_BATCH]) -> (usize, bool) {
+    /// the lock held.
+    fn reap_batch(&self, done: &mut [Done; COMPLETION_BATCH]) -> Reaped {
         let mut guard = self.state.lock();
         let st = &mut *guard;
-        let mut n = 0;
-        let mut consumed = false;
-        while n < COMPLETION_BATCH {
+        let mut reaped = Reaped::default();
+        while reaped.ended < COMPLETION_BATCH {
             let Ok(Some(cqe)) = cmd::read_cqe(&self.cq, st.cq_head, st.phase) else {
                 break;
             };
-            consumed = true;
+            reaped.consumed = true;
             st.advance_cq(self.depth);
             if !st.accepting && aborted_by_sq_deletion(cqe.status) {
                 // The queues are being deleted before the controller is disabled: the request
                 // stays in its slot and is requeued (reset) or failed (shutdown) from there.
                 continue;
             }
-            if let (Some(rq), Some(entry)) = (st.take(cqe.cid), done.get_mut(n)) {
-                let status = crate::ioctl::io_status(&rq, &cqe);
+            if let (Some(rq), Some(entry)) = (st.take(cqe.cid), done.get_mut(reaped.ended)) {
+                let status = request::end_status(&rq, &cqe);
                 *entry = Some((rq, status));
-                n += 1;
+                reaped.ended += 1;
             }
         }
-        if consumed {
+        if reaped.consumed {
             self.regs.cq_doorbell(self.qid, st.cq_head);
         }
-        (n, consumed)
+        reaped
     }
 
     /// Reap the completion queue; returns whether there was anything.
     pub(crate) fn process_completions(&self) -> bool {
-        self.reap().1
+        self.reap().consumed
     }
 
     /// Reap the completion queue of a poll queue (no interrupt); returns how many requests
     /// were ended.
     pub(crate) fn poll(&self) -> usize {
-        let ended = self.reap().0;
+        let ended = self.reap().ended;
         self.stats.polled.add(ended as u64, Relaxed);
         ended
     }
 
-    /// Reap the completion queue; returns how many requests were ended and whether any
-    /// entry was consumed.
-    fn reap(&self) -> (usize, bool) {
+    /// Reap the completion queue and end what completed.
+    fn reap(&self) -> Reaped {
         self.finish_deferred();
-        let mut any = false;
-        let mut ended = 0;
+        let mut total = Reaped::default();
         loop {
             let mut done: [Done; COMPLETION_BATCH] = [const { None }; COMPLETION_BATCH];
-            let (n, consumed) = self.reap_batch(&mut done);
-            any |= consumed;
-            ended += n;
+            let batch = self.reap_batch(&mut done);
+            total.consumed |= batch.consumed;
+            total.ended += batch.ended;
             for (rq, status) in done.iter_mut().filter_map(Option::take) {
                 self.stats.completed.add(1, Relaxed);
                 // The slot held the only reference, so ending fails only while a timeout
@@ -587,12 +516,11 @@ impl IoQueue {
                     self.defer(rq, Deferred::End(status));
                 }
             }
-            if n < COMPLETION_BATCH {
-                return (ended, any);
+            if batch.ended < COMPLETION_BATCH {
+                return total;
             }
         }
     }
-
     /// The last online CPU of the queue's vector is going offline (its interrupt still works):
     /// stop lending slots to other CPUs and wait until the commands lent to the queue are
     /// done, reaping the completion queue meanwhile, for at most `limit`. blk-mq waits for the
@@ -625,9 +553,15 @@ impl IoQueue {
         self.process_completions();
     }
 
-    /// Stop (`false`) or resume (`true`) taking submissions, around a controller reset.
-    pub(crate) fn set_accepting(&self, accepting: bool) {
-        self.state.lock().accepting = accepting;
+    /// Stop taking submissions (a reset, removal or shutdown): they fail with `ENOMEM`, and
+    /// completions of commands aborted by the deletion of the queues stay in their slots.
+    pub(crate) fn stop_accepting(&self) {
+        self.state.lock().accepting = false;
+    }
+
+    /// Take submissions again, after a reset.
+    pub(crate) fn accept(&self) {
+        self.state.lock().accepting = true;
     }
 
     /// With the controller disabled: give every request in the queue back to the block
@@ -688,20 +622,37 @@ impl IoQueue {
         }
     }
 
-    /// The command id of the request at `rq` if it is on this queue (compared by address
-    /// only); `mark`: note that it was aborted, and return whether it already had been.
-    pub(crate) fn find(&self, rq: *const Request<NvmeOps>, mark: bool) -> Option<(u16, bool)> {
-        let mut st = self.state.lock();
-        let (cid, slot) = st.slots.iter_mut().enumerate().find(|(_, s)| s.holds(rq))?;
-        let was = slot.aborted;
-        slot.aborted |= mark;
-        Some((u16::try_from(cid).ok()?, was))
+    /// The slot of the request at `rq` if it is on this queue (compared by address only).
+    pub(crate) fn find(&self, rq: *const Request<NvmeOps>) -> Option<Found> {
+        self.find_and(rq, |_| {})
     }
 
-    /// Commands in flight, lent slots now and at most so far.
-    pub(crate) fn occupancy(&self) -> (usize, usize, usize) {
+    /// The slot of the request at `rq` if it is on this queue, noted as aborted (an Abort is
+    /// being sent for its command).
+    pub(crate) fn mark_aborted(&self, rq: *const Request<NvmeOps>) -> Option<Found> {
+        self.find_and(rq, |slot| slot.aborted = true)
+    }
+
+    /// The slot of the request at `rq`, as it was before `f` changed it.
+    fn find_and(&self, rq: *const Request<NvmeOps>, f: impl FnOnce(&mut Slot)) -> Option<Found> {
+        let mut st = self.state.lock();
+        let (cid, slot) = st.slots.iter_mut().enumerate().find(|(_, s)| s.holds(rq))?;
+        let aborted_before = slot.aborted;
+        f(slot);
+        Some(Found {
+            cid: u16::try_from(cid).ok()?,
+            aborted_before,
+        })
+    }
+
+    /// How full the queue is.
+    pub(crate) fn occupancy(&self) -> Occupancy {
         let st = self.state.lock();
-        (self.slots() - st.free.len(), st.lent, st.lent_max)
+        Occupancy {
+            in_flight: self.slots() - st.free.len(),
+            lent: st.lent,
+            lent_max: st.lent_max,
+        }
     }
 }
 
@@ -709,135 +660,4 @@ impl IoQueue {
 /// command status 0x08): the command did not run, and may be issued again.
 fn aborted_by_sq_deletion(status: u16) -> bool {
     status & 0x7ff == 0x08
-}
-
-/// The interrupt handler of one vector: reaps the completion queues assigned to it.
-pub(crate) struct CqIrq {
-    queues: KVec<Arc<IoQueue>>,
-}
-
-impl CqIrq {
-    /// The handler of `vector` out of `nr_vectors`: the queues whose completions interrupt
-    /// on it.
-    pub(crate) fn new(queues: &[Arc<IoQueue>], vector: usize, nr_vectors: usize) -> Result<Self> {
-        let mut mine = KVec::new();
-        for (i, q) in queues.iter().enumerate() {
-            if queue_vector(i, nr_vectors) == vector {
-                mine.push(q.clone(), GFP_KERNEL)?;
-            }
-        }
-        Ok(Self { queues: mine })
-    }
-}
-
-impl irq::Handler for CqIrq {
-    fn handle(&self) -> IrqReturn {
-        let mut any = false;
-        for q in self.queues.iter() {
-            any |= q.process_completions();
-        }
-        if any {
-            IrqReturn::Handled
-        } else {
-            IrqReturn::None
-        }
-    }
-}
-
-#[kunit_tests(rust_nvme_mq)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn order_home_first_then_round_robin() {
-        let mut order = KVec::new();
-        for q in queue_order(2, 4, true) {
-            order.push(q, GFP_KERNEL).unwrap();
-        }
-        assert_eq!(&order[..], &[2, 3, 0, 1]);
-    }
-
-    #[test]
-    fn order_without_overflow_is_home_only() {
-        assert_eq!(queue_order(3, 4, false).count(), 1);
-        assert_eq!(queue_order(3, 4, false).next(), Some(3));
-    }
-
-    #[test]
-    fn reserve_is_a_quarter_rounded_up() {
-        assert_eq!(lend_reserve(1), 1);
-        assert_eq!(lend_reserve(3), 1);
-        assert_eq!(lend_reserve(15), 4);
-        assert_eq!(lend_reserve(16), 4);
-        assert_eq!(lend_reserve(1023), 256);
-    }
-
-    #[test]
-    fn own_cpus_take_any_free_slot() {
-        assert!(may_take(1, 15, false));
-        assert!(may_take(15, 15, false));
-        assert!(!may_take(0, 15, false));
-    }
-
-    #[test]
-    fn foreign_cpus_leave_the_reserve() {
-        assert!(may_take(15, 15, true));
-        assert!(may_take(5, 15, true));
-        assert!(!may_take(4, 15, true));
-        assert!(!may_take(0, 15, true));
-        // A queue of one slot never lends it; one of three lends two.
-        assert!(!may_take(1, 1, true));
-        assert!(may_take(2, 3, true));
-        assert!(!may_take(1, 3, true));
-    }
-
-    /// A greedy borrower against a queue whose own CPU keeps `own` requests in flight (taken
-    /// first or after the borrower): how many slots are lent, and whether the own CPU got all
-    /// its slots.
-    fn borrow_all(slots: usize, own: usize, own_first: bool) -> (usize, bool) {
-        let mut free = slots;
-        let mut own_ok = true;
-        let mut take_own = |free: &mut usize| {
-            for _ in 0..own {
-                if may_take(*free, slots, false) {
-                    *free -= 1;
-                } else {
-                    own_ok = false;
-                }
-            }
-        };
-        if own_first {
-            take_own(&mut free);
-        }
-        let mut lent = 0;
-        while may_take(free, slots, true) {
-            free -= 1;
-            lent += 1;
-        }
-        if !own_first {
-            take_own(&mut free);
-        }
-        (lent, own_ok)
-    }
-
-    #[test]
-    fn lending_keeps_own_cpus_served() {
-        // 15 slots, a shallow reader (4) on the lender: lent 7, or 11 while it is idle, and
-        // the reader always gets its 4.
-        assert_eq!(borrow_all(15, 4, true), (7, true));
-        assert_eq!(borrow_all(15, 4, false), (11, true));
-        // Three readers of 8 crowd one CPU, one reader of 8 on each other: each lender gives
-        // 3, so the crowded CPU gets 15 + 3 * 3 = 24.
-        assert_eq!(borrow_all(15, 8, true), (3, true));
-        // An idle lender still keeps its reserve.
-        assert_eq!(borrow_all(15, 0, true), (11, true));
-    }
-
-    #[test]
-    fn vectors_shared_round_robin() {
-        assert_eq!(queue_vector(0, 5), 1);
-        assert_eq!(queue_vector(3, 5), 4);
-        assert_eq!(queue_vector(3, 3), 2);
-        assert_eq!(queue_vector(2, 1), 0);
-    }
 }

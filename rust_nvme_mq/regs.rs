@@ -53,7 +53,7 @@ register! {
         23:20 iocqes;
         /// I/O Submission Queue Entry Size, 2 ^ IOSQES bytes.
         19:16 iosqes;
-        /// Shutdown Notification (0 none, 1 normal).
+        /// Shutdown Notification (0 none, [`SHN_NORMAL`]).
         15:14 shn;
         /// Arbitration Mechanism Selected (0 round robin).
         13:11 ams;
@@ -67,7 +67,7 @@ register! {
 
     /// Controller Status.
     pub(crate) CSTS(u32) @ 0x1c {
-        /// Shutdown Status (2: processing complete).
+        /// Shutdown Status, see [`CSTS::shutdown_status`].
         3:2 shst;
         /// Controller Fatal Status.
         1:1 cfs => bool;
@@ -116,8 +116,31 @@ impl CAP {
     }
 }
 
-/// Shutdown Status: processing complete.
-const SHST_COMPLETE: u32 = 2;
+/// CC.SHN: normal shutdown.
+const SHN_NORMAL: u32 = 1;
+
+/// CSTS.SHST, the progress of a shutdown (CC.SHN).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ShutdownStatus {
+    /// Normal operation, no shutdown requested.
+    Normal,
+    /// Shutdown processing occurring.
+    Occurring,
+    /// Shutdown processing complete.
+    Complete,
+}
+
+impl CSTS {
+    /// The Shutdown Status field; its reserved value (3) is an error (`EIO`).
+    pub(crate) fn shutdown_status(self) -> Result<ShutdownStatus> {
+        match self.shst().get() {
+            0 => Ok(ShutdownStatus::Normal),
+            1 => Ok(ShutdownStatus::Occurring),
+            2 => Ok(ShutdownStatus::Complete),
+            _ => Err(EIO),
+        }
+    }
+}
 
 /// Access to the controller's registers and doorbells, shared with the queues.
 pub(crate) struct Regs {
@@ -242,15 +265,18 @@ impl Regs {
         let Some(cc) = self.cc().filter(|cc| cc.en()) else {
             return;
         };
-        self.set_cc(cc.with_const_shn::<1>());
+        self.set_cc(cc.with_const_shn::<SHN_NORMAL>());
+        // Until the controller says it is done, or is gone.
         let done = read_poll_timeout(
-            || Ok(self.csts()),
-            |csts| csts.is_none_or(|c| c.shst().get() == SHST_COMPLETE),
+            || self.csts().map(CSTS::shutdown_status).transpose(),
+            |shst| shst.is_none_or(|s| s == ShutdownStatus::Complete),
             POLL_INTERVAL,
             SHUTDOWN_TIMEOUT,
         );
-        if done.is_err() {
-            pr_warn!("controller shutdown timed out\n");
+        match done {
+            Ok(_) => {}
+            Err(e) if e == ETIMEDOUT => pr_warn!("controller shutdown timed out\n"),
+            Err(e) => pr_warn!("controller shutdown status invalid ({:?})\n", e),
         }
         self.set_cc(CC::zeroed());
         let _ = self.wait_ready(false);

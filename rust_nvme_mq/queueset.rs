@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The I/O queues of a controller as one set: which queue each CPU submits to (the
+//! CPU-to-queue map, from the affinity of the interrupt vectors), which queues a request may
+//! use (interrupt-driven or poll queues) and in which order, how many slots a queue lends to
+//! other CPUs (overflow), the interrupt handlers, and what concerns all queues at once
+//! (creating and deleting them on the controller, a reset, the counters).
+//!
+//! The data path runs one way: `ns.rs` (blk-mq `queue_rq`) → [`QueueSet::submit`] (which
+//! queue) → [`IoQueue::submit`] (which slot; the ring) → `request.rs` (which command).
+
+use crate::{
+    admin::AdminQueue,
+    queue::{Delivery, IoQueue, Occupancy, Origin, SubmitError},
+    regs::Regs,
+    request::{NsAddr, NvmeOps},
+};
+use kernel::{
+    block::mq::{QueueError, Request},
+    cpu::CpuId,
+    cpumask::{Cpumask, CpumaskVar},
+    irq::{self, IrqReturn},
+    pci,
+    prelude::*,
+    sync::{aref::ARef, atomic::Relaxed, Arc},
+};
+
+/// The order in which queues are tried for a request from `home`: the home queue, then,
+/// with `overflow`, the others round robin (each of which may refuse, see [`origin`]).
+pub(crate) fn queue_order(
+    home: usize,
+    nr_queues: usize,
+    overflow: bool,
+) -> impl Iterator<Item = usize> {
+    let tries = if overflow { nr_queues } else { 1 };
+    (0..tries).map(move |i| (home + i) % nr_queues.max(1))
+}
+
+/// How many of a queue's `slots` it keeps for requests of its own CPUs (those whose home it
+/// is): a quarter, rounded up.
+pub(crate) fn lend_reserve(slots: usize) -> usize {
+    slots.div_ceil(4)
+}
+
+/// The lending rule, for a request tried on queue `qi` (of `slots` slots) whose home queue is
+/// `home`. A request of one of the queue's own CPUs may take any free slot; a request of a
+/// foreign CPU (overflowing from its full home queue) only while more than [`lend_reserve`]
+/// slots are free, so lending never leaves fewer than the reserve free.
+///
+/// A CPU that keeps at most the reserve in flight on its queue therefore never finds it full,
+/// however much other CPUs borrow, while a CPU with more load than its queue holds still gets
+/// every slot the others do not need beyond their reserve.
+fn origin(qi: usize, home: usize, slots: usize) -> Origin {
+    if qi == home {
+        Origin::Own
+    } else {
+        Origin::Borrowed {
+            reserve: lend_reserve(slots),
+        }
+    }
+}
+
+/// The MSI-X vector of I/O queue `index` when `nr_vectors` were granted: vector 0 belongs to
+/// the admin queue, the others are shared round robin.
+pub(crate) fn queue_vector(index: usize, nr_vectors: usize) -> usize {
+    if nr_vectors > 1 {
+        1 + index % (nr_vectors - 1)
+    } else {
+        0
+    }
+}
+
+/// Which queue each CPU submits to, and which CPUs each queue's interrupt goes to.
+struct QueueMap {
+    /// The home queue of each CPU: the one whose interrupt is delivered to that CPU.
+    home: KVec<u16>,
+    /// The CPUs of each queue's interrupt vector (managed affinity), by queue index; `None`
+    /// when the queues share vector 0, which is not managed.
+    vector_cpus: KVec<Option<CpumaskVar>>,
+}
+
+impl QueueMap {
+    /// Each CPU's home queue is the queue whose vector is affine to the CPU (the vectors are
+    /// spread over the CPUs), or round robin where the affinity says nothing.
+    fn new(irqs: &pci::IrqHandlers<CqIrq>, nr_queues: usize) -> Result<Self> {
+        let nr_vectors = irqs.len();
+        let affinity = |i| {
+            irqs.affinity(queue_vector(i, nr_vectors))
+                .filter(|_| nr_vectors > 1)
+        };
+        let nr_cpus = kernel::cpu::nr_cpu_ids();
+        let mut home = KVec::with_capacity(nr_cpus as usize, GFP_KERNEL)?;
+        for cpu in 0..nr_cpus {
+            let own = CpuId::from_u32(cpu).and_then(|id| {
+                (0..nr_queues).find(|&i| affinity(i).is_some_and(|mask| mask.test(id)))
+            });
+            let q = own.unwrap_or(cpu as usize % nr_queues.max(1));
+            home.push(u16::try_from(q)?, GFP_KERNEL)?;
+        }
+        let mut vector_cpus = KVec::with_capacity(nr_queues, GFP_KERNEL)?;
+        for i in 0..nr_queues {
+            let cpus = affinity(i).map(CpumaskVar::try_clone).transpose()?;
+            vector_cpus.push(cpus, GFP_KERNEL)?;
+        }
+        Ok(Self { home, vector_cpus })
+    }
+}
+
+/// The queues a request may use, `first..first + count`, and its home queue among them.
+struct Choice {
+    first: usize,
+    count: usize,
+    home: usize,
+}
+
+/// Where a request's command is, found by the request's address.
+pub(crate) struct Located<'a> {
+    pub(crate) queue: &'a IoQueue,
+    pub(crate) cid: u16,
+    /// An Abort had been sent for it before.
+    pub(crate) aborted_before: bool,
+}
+
+/// The I/O queues of a controller: the interrupt-driven ones, then the poll queues.
+pub(crate) struct QueueSet {
+    queues: KVec<Arc<IoQueue>>,
+    /// How many of `queues` (the last ones) are poll queues.
+    nr_poll: usize,
+    /// Whether a request may go to another queue when its home queue is full.
+    overflow: bool,
+    map: QueueMap,
+    /// MSI-X vectors granted (vector 0 is the admin queue's).
+    nr_vectors: usize,
+    /// Queue pairs asked for at probe: asked for again by a reset.
+    want: u32,
+}
+
+impl QueueSet {
+    /// The set of `queues`, the last `nr_poll` of them poll queues, the others reaped by the
+    /// handlers of `irqs`; `want`: how many queue pairs were asked for.
+    pub(crate) fn new(
+        queues: KVec<Arc<IoQueue>>,
+        nr_poll: usize,
+        irqs: &pci::IrqHandlers<CqIrq>,
+        want: u32,
+        overflow: bool,
+    ) -> Result<Self> {
+        let map = QueueMap::new(irqs, queues.len() - nr_poll)?;
+        Ok(Self {
+            nr_vectors: irqs.len(),
+            queues,
+            nr_poll,
+            overflow,
+            map,
+            want,
+        })
+    }
+
+    /// How many I/O queues there are.
+    pub(crate) fn len(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// How many queues are interrupt-driven: the first ones.
+    pub(crate) fn nr_irq(&self) -> usize {
+        self.queues.len() - self.nr_poll
+    }
+
+    pub(crate) fn nr_poll(&self) -> usize {
+        self.nr_poll
+    }
+
+    pub(crate) fn nr_vectors(&self) -> usize {
+        self.nr_vectors
+    }
+
+    pub(crate) fn overflow(&self) -> bool {
+        self.overflow
+    }
+
+    /// Entries per queue.
+    pub(crate) fn depth(&self) -> u16 {
+        self.queues.first().map_or(0, |q| q.depth)
+    }
+
+    /// Command slots of all queues together: what the controller can hold.
+    pub(crate) fn total_slots(&self) -> usize {
+        self.queues.iter().map(|q| q.slots()).sum()
+    }
+
+    /// The home queue of the current CPU.
+    fn home_queue(&self) -> usize {
+        let cpu = CpuId::current().as_u32() as usize;
+        self.map
+            .home
+            .get(cpu)
+            .map_or(cpu % self.nr_irq().max(1), |&q| usize::from(q))
+    }
+
+    /// The CPUs of the interrupt vector of queue `qi`, if it has managed affinity.
+    fn cpus(&self, qi: usize) -> Option<&Cpumask> {
+        self.map.vector_cpus.get(qi).and_then(|c| c.as_deref())
+    }
+
+    /// The poll queue (0-based among the poll queues) of poll context `hw_queue`: the tag set
+    /// has one default context per CPU, then one poll context per poll queue.
+    fn poll_home(&self, hw_queue: u32) -> Option<usize> {
+        let i = hw_queue.checked_sub(kernel::cpu::nr_cpu_ids())?;
+        Some(i as usize).filter(|&i| i < self.nr_poll)
+    }
+
+    /// The queues `rq` may use: the poll queues for a polled request (whose completion raises
+    /// no interrupt and is found by `poll` for its context), the interrupt-driven queues for
+    /// any other. Requests never overflow from one kind to the other.
+    fn choice(&self, rq: &Request<NvmeOps>) -> Choice {
+        let nr_irq = self.nr_irq();
+        match self.poll_home(rq.hw_queue()).filter(|_| rq.is_polled()) {
+            Some(p) => Choice {
+                first: nr_irq,
+                count: self.nr_poll,
+                home: nr_irq + p,
+            },
+            None => Choice {
+                first: 0,
+                count: nr_irq,
+                home: self.home_queue(),
+            },
+        }
+    }
+
+    /// Submit `rq` for namespace `ns`: to its home queue, or with `overflow`, when that is
+    /// full, to the first other queue that lends it a slot. `ENOMEM` (blk-mq retries later)
+    /// when no queue takes it.
+    pub(crate) fn submit(
+        &self,
+        ns: NsAddr,
+        rq: ARef<Request<NvmeOps>>,
+        delivery: Delivery,
+    ) -> Result<(), QueueError<NvmeOps>> {
+        let Choice { first, count, home } = self.choice(&rq);
+        let mut rq = rq;
+        for (qi, queue) in queue_order(home - first, count, self.overflow)
+            .filter_map(|i| Some((first + i, self.queues.get(first + i)?)))
+        {
+            let origin = origin(qi, home, queue.slots());
+            match queue.submit(ns, rq, origin, delivery, self.cpus(qi)) {
+                Ok(()) => {
+                    if let Some(home_queue) = self.queues.get(home).filter(|_| qi != home) {
+                        home_queue.stats.overflow_out.add(1, Relaxed);
+                        queue.stats.overflow_in.add(1, Relaxed);
+                    }
+                    return Ok(());
+                }
+                Err(SubmitError::Full(back)) => rq = back,
+                Err(SubmitError::Offline(back)) => {
+                    rq = back;
+                    // Commands submitted just before the vector went down complete without
+                    // an interrupt: reap them here (and in `timeout`).
+                    queue.process_completions();
+                }
+                Err(SubmitError::Failed(back, e)) => return Err(QueueError::new(back, e)),
+            }
+        }
+        // Every queue we may use is full or keeps its reserve: BLK_STS_RESOURCE, blk-mq
+        // retries later.
+        Err(QueueError::new(rq, ENOMEM))
+    }
+
+    /// Reap the poll queue of poll context `hw_queue` and, with `overflow`, the other poll
+    /// queues too (its requests may have been lent to them), in the order they were tried.
+    /// Returns how many requests were ended.
+    pub(crate) fn poll(&self, hw_queue: u32) -> usize {
+        let Some(home) = self.poll_home(hw_queue) else {
+            return 0;
+        };
+        queue_order(home, self.nr_poll, self.overflow)
+            .filter_map(|i| self.queues.get(self.nr_irq() + i))
+            .map(|q| q.poll())
+            .sum()
+    }
+
+    /// Where the command of the request at `rq` is (compared by address only).
+    pub(crate) fn find(&self, rq: *const Request<NvmeOps>) -> Option<Located<'_>> {
+        self.queues.iter().find_map(|q| {
+            let found = q.find(rq)?;
+            Some(Located {
+                queue: q,
+                cid: found.cid,
+                aborted_before: found.aborted_before,
+            })
+        })
+    }
+
+    /// Where the command of the request at `rq` is, noted as aborted now.
+    pub(crate) fn mark_aborted(&self, rq: *const Request<NvmeOps>) -> Option<Located<'_>> {
+        self.queues.iter().find_map(|q| {
+            let found = q.mark_aborted(rq)?;
+            Some(Located {
+                queue: q,
+                cid: found.cid,
+                aborted_before: found.aborted_before,
+            })
+        })
+    }
+
+    /// End or requeue what the queues deferred while a timeout handler held a request.
+    pub(crate) fn finish_deferred(&self) {
+        self.queues.iter().for_each(|q| q.finish_deferred());
+    }
+
+    /// The interrupt-driven queues whose vector has managed affinity including `cpu`, with
+    /// the CPUs of the vector.
+    pub(crate) fn of_cpu(&self, cpu: CpuId) -> impl Iterator<Item = (&IoQueue, &Cpumask)> {
+        self.queues
+            .iter()
+            .take(self.nr_irq())
+            .enumerate()
+            .filter_map(move |(qi, q)| Some((&**q, self.cpus(qi).filter(|c| c.test(cpu))?)))
+    }
+
+    /// Stop taking submissions on every queue ([`IoQueue::stop_accepting`]).
+    pub(crate) fn stop_accepting(&self) {
+        self.queues.iter().for_each(|q| q.stop_accepting());
+    }
+
+    /// Take submissions again on every queue, after a reset.
+    pub(crate) fn accept(&self) {
+        self.queues.iter().for_each(|q| q.accept());
+    }
+
+    /// Whether any queue has a command in flight.
+    pub(crate) fn busy(&self) -> bool {
+        self.queues.iter().any(|q| q.occupancy().in_flight > 0)
+    }
+
+    /// Reap every queue (poll queues have no interrupt; the others are reaped by theirs too).
+    pub(crate) fn process_completions(&self) {
+        self.queues.iter().for_each(|q| {
+            q.process_completions();
+        });
+    }
+
+    /// With the controller disabled: give every request back to the block layer and empty
+    /// every queue. Returns how many requests were requeued.
+    pub(crate) fn requeue_all_and_clear(&self) -> usize {
+        self.queues.iter().map(|q| q.requeue_all_and_clear()).sum()
+    }
+
+    /// Ask the controller for the queue pairs asked for at probe; `ENODEV` if it grants fewer
+    /// than there are.
+    pub(crate) fn set_count(&self, admin: &mut AdminQueue, regs: &Regs) -> Result {
+        let granted = admin.set_queue_count(regs, self.want)?;
+        if (granted as usize) < self.queues.len() {
+            return Err(ENODEV);
+        }
+        Ok(())
+    }
+
+    /// Create every queue pair on the controller: the interrupt-driven ones interrupting on
+    /// their vectors, the poll queues with interrupts disabled.
+    pub(crate) fn create(&self, admin: &mut AdminQueue, regs: &Regs) -> Result {
+        for (i, q) in self.queues.iter().enumerate() {
+            let vector = if i < self.nr_irq() {
+                Some(u32::try_from(queue_vector(i, self.nr_vectors))?)
+            } else {
+                None
+            };
+            admin.create_io_queue(regs, q, vector)?;
+        }
+        Ok(())
+    }
+
+    /// Delete every queue pair on the controller (see [`AdminQueue::delete_io_queues`]).
+    pub(crate) fn delete(&self, admin: &mut AdminQueue, regs: &Regs) -> Result {
+        admin.delete_io_queues(regs, &self.queues)
+    }
+
+    /// The counters of every queue, one [`Counters`] line each.
+    pub(crate) fn counters(&self) -> impl Iterator<Item = Counters<'_>> {
+        let nr_irq = self.nr_irq();
+        self.queues.iter().enumerate().map(move |(i, q)| Counters {
+            queue: q,
+            poll: i >= nr_irq,
+        })
+    }
+}
+
+/// The column names of [`Counters`].
+pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained";
+
+/// The counters of a queue as one line of numbers (debugfs, and the kernel log at removal),
+/// in the order of [`COUNTER_COLUMNS`].
+pub(crate) struct Counters<'a> {
+    queue: &'a IoQueue,
+    /// It is a poll queue.
+    poll: bool,
+}
+
+impl kernel::fmt::Display for Counters<'_> {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let q = self.queue;
+        let s = &q.stats;
+        let Occupancy {
+            in_flight,
+            lent,
+            lent_max,
+        } = q.occupancy();
+        write!(
+            f,
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            q.qid,
+            s.submitted.load(Relaxed),
+            s.completed.load(Relaxed),
+            s.overflow_out.load(Relaxed),
+            s.overflow_in.load(Relaxed),
+            s.full.load(Relaxed),
+            in_flight,
+            lent,
+            lent_max,
+            s.refused.load(Relaxed),
+            lend_reserve(q.slots()),
+            s.offline.load(Relaxed),
+            s.requeued.load(Relaxed),
+            u8::from(self.poll),
+            s.polled.load(Relaxed),
+            s.hotplug_drained.load(Relaxed)
+        )
+    }
+}
+
+/// The interrupt handler of one vector: reaps the completion queues assigned to it.
+pub(crate) struct CqIrq {
+    queues: KVec<Arc<IoQueue>>,
+}
+
+impl CqIrq {
+    /// The handler of `vector` out of `nr_vectors`: the queues whose completions interrupt
+    /// on it.
+    pub(crate) fn new(queues: &[Arc<IoQueue>], vector: usize, nr_vectors: usize) -> Result<Self> {
+        let mut mine = KVec::new();
+        for (i, q) in queues.iter().enumerate() {
+            if queue_vector(i, nr_vectors) == vector {
+                mine.push(q.clone(), GFP_KERNEL)?;
+            }
+        }
+        Ok(Self { queues: mine })
+    }
+}
+
+impl irq::Handler for CqIrq {
+    fn handle(&self) -> IrqReturn {
+        let mut any = false;
+        for q in self.queues.iter() {
+            any |= q.process_completions();
+        }
+        if any {
+            IrqReturn::Handled
+        } else {
+            IrqReturn::None
+        }
+    }
+}
+
+#[kunit_tests(rust_nvme_mq)]
+mod tests {
+    use super::*;
+
+    /// The lending rule for a request tried on a queue of `slots` slots, from one of its own
+    /// CPUs or (`foreign`) from another.
+    fn may_take(free: usize, slots: usize, foreign: bool) -> bool {
+        origin(usize::from(foreign), 0, slots).admits(free)
+    }
+
+    #[test]
+    fn order_home_first_then_round_robin() {
+        let mut order = KVec::new();
+        for q in queue_order(2, 4, true) {
+            order.push(q, GFP_KERNEL).unwrap();
+        }
+        assert_eq!(&order[..], &[2, 3, 0, 1]);
+    }
+
+    #[test]
+    fn order_without_overflow_is_home_only() {
+        assert_eq!(queue_order(3, 4, false).count(), 1);
+        assert_eq!(queue_order(3, 4, false).next(), Some(3));
+    }
+
+    #[test]
+    fn reserve_is_a_quarter_rounded_up() {
+        assert_eq!(lend_reserve(1), 1);
+        assert_eq!(lend_reserve(3), 1);
+        assert_eq!(lend_reserve(15), 4);
+        assert_eq!(lend_reserve(16), 4);
+        assert_eq!(lend_reserve(1023), 256);
+    }
+
+    #[test]
+    fn own_cpus_take_any_free_slot() {
+        assert!(may_take(1, 15, false));
+        assert!(may_take(15, 15, false));
+        assert!(!may_take(0, 15, false));
+    }
+
+    #[test]
+    fn foreign_cpus_leave_the_reserve() {
+        assert!(may_take(15, 15, true));
+        assert!(may_take(5, 15, true));
+        assert!(!may_take(4, 15, true));
+        assert!(!may_take(0, 15, true));
+        // A queue of one slot never lends it; one of three lends two.
+        assert!(!may_take(1, 1, true));
+        assert!(may_take(2, 3, true));
+        assert!(!may_take(1, 3, true));
+    }
+
+    /// A greedy borrower against a queue whose own CPU keeps `own` requests in flight (taken
+    /// first or after the borrower): how many slots are lent, and whether the own CPU got all
+    /// its slots.
+    fn borrow_all(slots: usize, own: usize, own_first: bool) -> (usize, bool) {
+        let mut free = slots;
+        let mut own_ok = true;
+        let mut take_own = |free: &mut usize| {
+            for _ in 0..own {
+                if may_take(*free, slots, false) {
+                    *free -= 1;
+                } else {
+                    own_ok = false;
+                }
+            }
+        };
+        if own_first {
+            take_own(&mut free);
+        }
+        let mut lent = 0;
+        while may_take(free, slots, true) {
+            free -= 1;
+            lent += 1;
+        }
+        if !own_first {
+            take_own(&mut free);
+        }
+        (lent, own_ok)
+    }
+
+    #[test]
+    fn lending_keeps_own_cpus_served() {
+        // 15 slots, a shallow reader (4) on the lender: lent 7, or 11 while it is idle, and
+        // the reader always gets its 4.
+        assert_eq!(borrow_all(15, 4, true), (7, true));
+        assert_eq!(borrow_all(15, 4, false), (11, true));
+        // Three readers of 8 crowd one CPU, one reader of 8 on each other: each lender gives
+        // 3, so the crowded CPU gets 15 + 3 * 3 = 24.
+        assert_eq!(borrow_all(15, 8, true), (3, true));
+        // An idle lender still keeps its reserve.
+        assert_eq!(borrow_all(15, 0, true), (11, true));
+    }
+
+    #[test]
+    fn vectors_shared_round_robin() {
+        assert_eq!(queue_vector(0, 5), 1);
+        assert_eq!(queue_vector(3, 5), 4);
+        assert_eq!(queue_vector(3, 3), 2);
+        assert_eq!(queue_vector(2, 1), 0);
+    }
+}

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The driver's block requests: the blk-mq operations type, the namespace a request is for,
+//! the one place where a request becomes an NVMe command, and how a request ends for its
+//! completion (a passthrough request keeps the controller's status and result in its own
+//! driver-private data).
+
+use crate::{
+    cmd::{self, Sqe},
+    prp::{build_prps, PRP_LIST_ENTRIES},
+};
+use kernel::{
+    block::{
+        mq::{Command, DmaDevice, DmaMapping, Request},
+        SECTOR_SHIFT,
+    },
+    dma::Coherent,
+    io::io_write,
+    prelude::*,
+};
+
+/// blk-mq operations of the NVMe disks. The callbacks are in `ns.rs`; the type is declared
+/// here so that the queues, which hold its requests, do not depend on the disks.
+pub(crate) struct NvmeOps;
+
+/// What a command names of its namespace.
+#[derive(Clone, Copy)]
+pub(crate) struct NsAddr {
+    pub(crate) nsid: u32,
+    /// Logical block size, as a shift.
+    pub(crate) lba_shift: u32,
+}
+
+/// What a command slot lends the command built into it: the slot's data mappings and its
+/// area of the queue's PRP lists (also the range of a Dataset Management).
+pub(crate) struct SlotDma<'a> {
+    /// The device the data is mapped for.
+    pub(crate) dev: &'a DmaDevice,
+    pub(crate) maps: &'a mut DmaMapping<NvmeOps>,
+    /// The PRP lists of all slots of the queue.
+    pub(crate) lists: &'a Coherent<[u64]>,
+    /// The slot's first entry in `lists`, and its bus address.
+    pub(crate) list_index: usize,
+    pub(crate) list_addr: u64,
+}
+
+/// The command for `rq` on namespace `ns`, mapping its data into the slot's mappings (undone
+/// by the slot when the command is gone, or when this fails).
+pub(crate) fn command(ns: NsAddr, rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> Result<Sqe> {
+    let lba = rq.sector() >> (ns.lba_shift - SECTOR_SHIFT);
+    let blocks = rq.bytes() >> ns.lba_shift;
+    let command = rq.command();
+    if blocks == 0 && !matches!(command, Command::Flush | Command::Other(_)) {
+        return Err(EINVAL);
+    }
+    let opcode = match command {
+        Command::Read => cmd::NVM_READ,
+        Command::Write => cmd::NVM_WRITE,
+        Command::Flush => return Ok(Sqe::new(cmd::NVM_FLUSH, ns.nsid)),
+        Command::Discard => return discard(ns.nsid, &slot, lba, blocks),
+        Command::WriteZeroes => {
+            return Ok(Sqe::new(cmd::NVM_WRITE_ZEROES, ns.nsid)
+                .slba(lba)
+                .cdw12(blocks - 1))
+        }
+        // A passthrough command (`NVME_IOCTL_IO_CMD`), built by `ioctl.rs`.
+        Command::Other(_) => return passthrough(rq),
+    };
+    let mut cdw12 = blocks - 1;
+    if rq.is_fua() && command == Command::Write {
+        cdw12 |= cmd::RW_FUA;
+    }
+    let sqe = read_write(rq, Sqe::new(opcode, ns.nsid), slot)?;
+    Ok(sqe.slba(lba).cdw12(cdw12))
+}
+
+/// A Dataset Management (deallocate) of `blocks` blocks from `lba`: one range, written into
+/// the slot's list area.
+fn discard(nsid: u32, slot: &SlotDma<'_>, lba: u64, blocks: u32) -> Result<Sqe> {
+    let index = slot.list_index;
+    // Context attributes and length in blocks, then the starting LBA.
+    io_write!(slot.lists, [try: index], u64::from(blocks) << 32);
+    io_write!(slot.lists, [try: index + 1], lba);
+    Ok(Sqe::new(cmd::NVM_DSM, nsid)
+        .prps(slot.list_addr, 0)
+        .cdw10(0)
+        .cdw11(cmd::DSM_DEALLOCATE))
+}
+
+/// `sqe`, a read or write of `rq`, with the data of `rq` mapped for DMA and described by
+/// PRPs. The block layer maps physically contiguous pieces together (behind an IOMMU, the
+/// whole request as one range), as PRPs need. The mapping fails once the controller has
+/// started to unbind.
+fn read_write(rq: &Request<NvmeOps>, sqe: Sqe, slot: SlotDma<'_>) -> Result<Sqe> {
+    slot.dev.map(slot.maps, rq).map_err(|_| EIO)?;
+    let mut list = [0u64; PRP_LIST_ENTRIES];
+    let prps = build_prps(slot.maps.segments(), &mut list, slot.list_addr)?;
+    if prps.nr_entries > 1 {
+        for (i, entry) in list.iter().take(prps.nr_entries).enumerate() {
+            io_write!(slot.lists, [try: slot.list_index + i], *entry);
+        }
+    }
+    Ok(sqe.prps(prps.prp1, prps.prp2))
+}
+
+/// The command of a passthrough I/O request (a driver-private request made by the I/O
+/// passthrough ioctl), as the ioctl wrote it into the request; its PRPs point into the
+/// passthrough bounce buffer. The queue sets the command id. Other requests it does not know
+/// fail with `EOPNOTSUPP`.
+fn passthrough(rq: &Request<NvmeOps>) -> Result<Sqe> {
+    let bytes = rq.driver_cmd().ok_or(EOPNOTSUPP)?;
+    Sqe::read_from_bytes(&bytes).map_err(|_| EINVAL)
+}
+
+/// How `rq` ends for its completion `cqe`: a passthrough request successfully, with the
+/// controller's status and result kept in the request for the caller of the ioctl; any other
+/// with the error the status stands for.
+pub(crate) fn end_status(rq: &Request<NvmeOps>, cqe: &cmd::Completion) -> Result {
+    if rq.is_driver_private() {
+        rq.set_driver_result(cqe.status.into(), cqe.result.into());
+        return Ok(());
+    }
+    cmd::status_to_result(cqe.status)
+}
