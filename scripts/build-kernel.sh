@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the project's kernel: pristine 7.3 source + kernel/patches + kernel/config.fragment.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -40,7 +40,7 @@ for a in "$@"; do
         --print-dir) PRINT_DIR=1 ;;
         --configure-only) CONFIGURE_ONLY=1 ;;
         -h|--help) usage; exit 0 ;;
-        *) echo "build-kernel: unknown argument $a" >&2; usage >&2; exit 2 ;;
+        *) unknown_arg "$a" ;;
     esac
 done
 
@@ -49,12 +49,7 @@ CACHE=${RBLK_CACHE:-/var/cache/rust-blk}
 export PATH="$HOME/.cargo/bin:$PATH"
 JOBS=${JOBS:-$(nproc)}
 log() { echo "build-kernel: $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-if [[ $BUILTIN == 1 && $DEBUG == 1 ]]; then
-    echo "build-kernel: --builtin and --debug are separate variants; choose one" >&2
-    usage >&2
-    exit 2
-fi
+[[ $BUILTIN == 0 || $DEBUG == 0 ]] || usage_error "--builtin and --debug are separate variants; choose one"
 
 FRAG="$TOP/kernel/config.fragment"
 DEBUG_FRAG="$TOP/kernel/config.debug.fragment"

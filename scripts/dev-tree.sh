@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Make a kernel git tree whose commits are the patch series, for editing the series.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -16,10 +16,10 @@ USAGE
 }
 case "${1:-}" in
     -h|--help) usage; exit 0 ;;
-    -*) echo "dev-tree: unknown option '$1'" >&2; usage >&2; exit 2 ;;
-    "") echo "dev-tree: need the directory to create" >&2; usage >&2; exit 2 ;;
+    -*) usage_error "unknown option '$1'" ;;
+    "") usage_error "need the directory to create" ;;
 esac
-[[ $# -eq 1 ]] || { echo "dev-tree: need exactly one DIR (got $# arguments)" >&2; usage >&2; exit 2; }
+[[ $# -eq 1 ]] || usage_error "need exactly one DIR (got $# arguments)"
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$1
 [[ ! -e "$DIR" ]] || { echo "dev-tree: $DIR already exists; choose a new directory" >&2; exit 1; }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Download Debian's linux-source-7.3 package and unpack a pristine tree into the cache.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -19,7 +19,7 @@ case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     --cached) CACHED_ONLY=1 ;;
     "") ;;
-    *) echo "fetch-kernel: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
 esac
 
 CACHE=${RBLK_CACHE:-/var/cache/rust-blk}
@@ -56,7 +56,7 @@ apt-get update -qq -o Dir::Etc::sourcelist="$LIST" -o Dir::Etc::sourceparts=- \
 cd "$CACHE/deb"
 if ! apt-get download -qq "$PKG" >&2; then
     echo "fetch-kernel: ERROR: package $PKG is not available from trixie-backports any more." >&2
-    echo "fetch-kernel: this project needs a 7.3.x kernel source; see README 'Kernel source'." >&2
+    echo "fetch-kernel: this project needs a 7.3.x kernel source; see docs/host-setup.md, 'The kernel source'." >&2
     exit 1
 fi
 deb=$(ls -t "$CACHE"/deb/${PKG}_*.deb | head -n1)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Boot the project's kernel in QEMU with the standard NVDIMM + NVMe and run one guest command.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -69,7 +69,7 @@ while [[ $# -gt 0 ]]; do
         --nvme-subsys) NVME_SUBSYS=1 ;;
         --virtio-pmem) VPMEM=1 ;;
         --smp|--timeout|--init-deadline|--append|--log|--nvme-null|--trace)
-            [[ $# -ge 2 ]] || { echo "guest: $1 needs an argument" >&2; exit 2; }
+            need_arg "$@"
             case "$1" in
                 --smp) SMP=$2 ;;
                 --timeout) TIMEOUT=$2 ;;
@@ -82,7 +82,7 @@ while [[ $# -gt 0 ]]; do
             shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
-        -*) echo "guest: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+        -*) usage_error "unknown option '$1'" ;;
         *) break ;;
     esac
     shift

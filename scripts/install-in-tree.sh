@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Drop the project's drivers into a kernel tree as drivers/block/rust_blk and wire up Kconfig/Makefile.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -15,9 +15,9 @@ USAGE
 }
 case "${1:-}" in
     -h|--help) usage; exit 0 ;;
-    -*) echo "install-in-tree: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    -*) usage_error "unknown option '$1'" ;;
 esac
-[[ $# -eq 1 ]] || { echo "install-in-tree: need exactly one KERNEL_TREE (got $# arguments)" >&2; usage >&2; exit 2; }
+[[ $# -eq 1 ]] || usage_error "need exactly one KERNEL_TREE (got $# arguments)"
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 TREE=$1

@@ -3,8 +3,8 @@
 # libraries, the kernel's modules, the project's out-of-tree modules, the guest tests and an /init
 # that runs one command, prints "RBLK-EXIT <status>" and powers off.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -62,9 +62,7 @@ GUEST_DIR=""
 GUEST_DIR_DEFAULT="$TOP/tests/guest"
 CMD=""
 
-die() { echo "make-initramfs: ERROR: $*" >&2; exit 1; }
 log() { echo "make-initramfs: $*" >&2; }
-need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs an argument"; }
 
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -74,11 +72,11 @@ while [[ $# -gt 0 ]]; do
         --guest-dir) need_arg "$@"; GUEST_DIR=$2; shift 2 ;;
         --cmd) [[ $# -ge 2 ]] || die "--cmd needs an argument"; CMD=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
-        *) usage >&2; die "unknown argument $1" ;;
+        *) unknown_arg "$1" ;;
     esac
 done
-[[ -n "$BUILD" ]] || { usage >&2; die "--build is required"; }
-[[ -n "$OUT" ]] || { usage >&2; die "--out is required"; }
+[[ -n "$BUILD" ]] || usage_error "--build is required"
+[[ -n "$OUT" ]] || usage_error "--out is required"
 BUILD=$(readlink -f "$BUILD")
 [[ -f "$BUILD/.config" && -f "$BUILD/Makefile" ]] || die "$BUILD is not a kernel build directory"
 [[ -f "$BUILD/include/config/kernel.release" ]] || die "$BUILD has no include/config/kernel.release (kernel not built?)"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything a guest run needs: host tools, both kernels, the modules and guest tools.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 shopt -s inherit_errexit
 
 usage() {
@@ -29,7 +29,7 @@ for a in "$@"; do
         --no-builtin) BUILTIN=0 ;;
         --debug) DEBUG=1 ;;
         -h|--help) usage; exit 0 ;;
-        *) echo "prepare: unknown argument '$a'" >&2; usage >&2; exit 2 ;;
+        *) unknown_arg "$a" ;;
     esac
 done
 

@@ -2,8 +2,8 @@
 # Boot the project's kernel + initramfs in QEMU with an NVDIMM and/or an NVMe controller, stream the
 # serial console, and return the guest command's exit status (from its "RBLK-EXIT <n>" line).
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 DEFAULT_SMP=2
 DEFAULT_MEM=2G
@@ -91,9 +91,7 @@ With a terminal on stdin it is handed to the guest console (Ctrl-A X quits QEMU)
 USAGE
 }
 
-die() { echo "qemu-run: ERROR: $*" >&2; exit 2; }
 log() { echo "qemu-run: $*" >&2; }
-need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs an argument"; }
 to_bytes() {  # SIZE with K/M/G/T (binary) suffix -> bytes; a bare number means MiB, as in QEMU -m
     local v=${1%iB}; v=${v%B}
     [[ "$v" =~ ^[0-9]+[KkMmGgTt]?$ ]] || die "bad size '$1'"
@@ -122,16 +120,16 @@ while [[ $# -gt 0 ]]; do
         --nvme-ns2-img) need_arg "$@"; NVME_NS2_IMG=$2; shift 2 ;;
         --vpmem-img) need_arg "$@"; VPMEM_IMG=$2; shift 2 ;;
         --icount) ICOUNT=1; shift ;;
-        --append) [[ $# -ge 2 ]] || die "--append needs an argument"; APPEND=$2; shift 2 ;;
+        --append) [[ $# -ge 2 ]] || usage_error "--append needs an argument"; APPEND=$2; shift 2 ;;
         --timeout) need_arg "$@"; TIMEOUT=$2; shift 2 ;;
         --init-deadline) need_arg "$@"; INIT_DEADLINE=$2; shift 2 ;;
         --log) need_arg "$@"; LOG=$2; shift 2 ;;
         --trace) need_arg "$@"; TRACE=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
-        *) usage >&2; die "unknown argument $1" ;;
+        *) unknown_arg "$1" ;;
     esac
 done
-[[ -n "$KERNEL" && -n "$INITRD" ]] || { usage >&2; die "--kernel and --initrd are required"; }
+[[ -n "$KERNEL" && -n "$INITRD" ]] || usage_error "--kernel and --initrd are required"
 [[ -f "$KERNEL" ]] || die "kernel $KERNEL not found"
 [[ -f "$INITRD" ]] || die "initrd $INITRD not found"
 [[ "$SMP" =~ ^[1-9][0-9]*$ ]] || die "--smp must be a positive integer"

@@ -2,8 +2,8 @@
 # Put this machine back to its image's state (what setup-host installed goes, the kernel cache is
 # moved aside), then run CI's command on a clean clone: the first `make test` of a new user.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -35,12 +35,11 @@ for a in "$@"; do
         --yes) YES=1 ;;
         --no-run) RUN=0 ;;
         -h|--help) usage; exit 0 ;;
-        *) echo "rehearse-fresh: unknown argument '$a'" >&2; usage >&2; exit 2 ;;
+        *) unknown_arg "$a" ;;
     esac
 done
-die() { echo "rehearse-fresh: ERROR: $*" >&2; exit 1; }
 log() { echo "rehearse-fresh: $*" >&2; }
-((YES == 1)) || { usage >&2; die "--yes is required (this removes packages and moves caches)"; }
+((YES == 1)) || usage_error "--yes is required (this removes packages and moves caches)"
 [[ $EUID == 0 ]] || die "must run as root (it removes packages)"
 BEFORE="$STATE/dpkg-before-setup-host.txt"
 [[ -s "$BEFORE" ]] || die "$BEFORE is missing: setup-host never installed anything here, so there is no image state to go back to"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # `make bench`: run the benchmarks, one guest boot per part, and write results/.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 DEFAULT_CPU=max,-erms,-fsrm # TCG runs `rep movsb` byte by byte: without ERMS copy_mc uses memcpy, without FSRM (QEMU 10's max has it) memcpy is no rep movsb
-DEFAULT_LATENCY_NS=100000000 # null-aio command latency of the overflow part (see README)
+DEFAULT_LATENCY_NS=100000000 # null-aio command latency of the overflow part (see docs/benchmarks.md)
 PARTS_ALL=(pmem nvme overflow poll)
 
 usage() {
@@ -42,8 +42,6 @@ Writes DIR/bench.json, DIR/<part>.png and the raw guest logs DIR/bench-<part>.lo
 the tables and ratios. No pass/fail: ratios are printed next to their targets.
 USAGE
 }
-die() { echo "run-bench: ERROR: $*" >&2; exit 2; }
-need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs an argument"; }
 
 MODE=icount ROUNDS="" RUNTIME="" LATENCY_NS=$DEFAULT_LATENCY_NS CPU=${RBLK_CPU:-$DEFAULT_CPU}
 PREPARE=1 PARTS=() RESULTS=""
@@ -63,7 +61,7 @@ while [[ $# -gt 0 ]]; do
         --results) need_arg "$@"; RESULTS=$2; shift ;;
         --no-prepare) PREPARE=0 ;;
         -h|--help) usage; exit 0 ;;
-        *) usage >&2; die "unknown argument '$1'" ;;
+        *) unknown_arg "$1" ;;
     esac
     shift
 done

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: build what is missing, boot QEMU with an NVDIMM and an NVMe, load both drivers, do I/O.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -19,7 +19,7 @@ case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     --shell) SHELL_MODE=1 ;;
     "") ;;
-    *) echo "run-demo: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
 esac
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 "$TOP/scripts/prepare.sh" --no-builtin

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: build what is needed, run the guest suites, summarise.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -38,7 +38,7 @@ case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     --debug) DEBUG=1 ;;
     "") ;;
-    *) echo "run-tests: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
 esac
 
 TOP=$(cd "$(dirname "$0")/.." && pwd)

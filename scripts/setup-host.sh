@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the host packages and Rust tools needed to build the kernel and run the QEMU guest.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -24,7 +24,7 @@ in $STATE/dpkg-before-setup-host.txt (scripts/rehearse-fresh.sh uses it to go ba
 USAGE
 }
 
-# Why QEMU 10.0 from bookworm-backports (README "Host setup"): the machine image ships
+# Why QEMU 10.0 from bookworm-backports (docs/host-setup.md, "the QEMU pin"): the machine image ships
 # qemu-utils 10.0 from there, and bookworm's QEMU 7.2 cannot be installed beside it.
 QEMU_SUITE=bookworm-backports
 QEMU_SERIES=10.0
@@ -45,10 +45,9 @@ case "${1:-}" in
     --check) MODE=check ;;
     --list) printf '%s\n' "${PKGS[@]}"; printf 'cargo:%s\n' "${CARGO_CMDS[@]}"; exit 0 ;;
     "") ;;
-    *) echo "setup-host: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
 esac
-[[ $# -le 1 ]] || { echo "setup-host: one option at most (got: $*)" >&2; exit 2; }
-die() { echo "setup-host: ERROR: $*" >&2; exit 1; }
+[[ $# -le 1 ]] || usage_error "one option at most (got: $*)"
 
 # The QEMU suite and the pin: QEMU's packages come from $QEMU_SUITE, series $QEMU_SERIES only.
 # Everything else stays with bookworm (the suite's default priority, 100, never wins).

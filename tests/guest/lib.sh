@@ -4,14 +4,26 @@
 MODDIR=/lib/modules/extra
 TOOLS=/tests/bin
 
-# t NAME FUNCTION [ARGS...]: run FUNCTION in a subshell; its output is shown only on failure.
-t() {
-    local name=$1 rc
-    shift
-    # RBLK_ONLY="NAME..." (on the guest command line) runs those tests alone, for debugging.
+# A suite registers each test by its name, once: `t NAME` runs the function test_NAME (defined in
+# the suite) in a subshell and prints "PASS NAME" or "FAIL NAME"; the test's output is shown only
+# on failure. RBLK_ONLY="NAME..." (on the guest command line) runs those tests alone.
+t() { run_test "$1" "test_$1"; }
+
+# t_kernel_clean NAME: the last test of most suites: the kernel log holds no warning since
+# /init started (kernel_clean, below). NAME is the suite's own (the host counts tests by name).
+t_kernel_clean() { run_test "$1" kernel_clean; }
+
+# run_test NAME FUNCTION: what t and t_kernel_clean do.
+run_test() {
+    local name=$1 func=$2 rc
     [[ -z ${RBLK_ONLY:-} || " $RBLK_ONLY " == *" $name "* ]] || return 0
+    if ! declare -F "$func" >/dev/null; then
+        echo "FAIL $name"
+        echo "    | no function $func: define it in the suite, or fix the name after t"
+        return 0
+    fi
     # Not in a conditional context, so that `set -e` really applies inside the test.
-    ( set -euo pipefail; "$@" ) >/tmp/test.out 2>&1
+    ( set -euo pipefail; "$func" ) >/tmp/test.out 2>&1
     rc=$?
     if [[ $rc == 0 ]]; then
         echo "PASS $name"
@@ -19,6 +31,15 @@ t() {
         echo "FAIL $name"
         tail -n 25 /tmp/test.out | sed 's/^/    | /'
     fi
+}
+
+# suite_help "$@": right after sourcing this file, a suite's --help: how to run it and its
+# header comment (the suites run in the guest; scripts/run-tests.sh shows each one's boot).
+suite_help() {
+    [[ ${1:-} == -h || ${1:-} == --help ]] || return 0
+    echo "Usage: bash /tests/${0##*/} [ARGS]   (in the guest, as root; prints PASS/FAIL per test)"
+    sed -n '3,/^[^#]/p' "$0" | grep '^#' | sed -E 's/^# ?//'
+    exit 0
 }
 
 fail() { echo "assertion failed: $*"; exit 1; }
@@ -102,7 +123,8 @@ fio_verified() {
     [[ $r -le $w && $r -ge $((w - ${2:-0})) ]] || fail "fio verified $r KiB of the $w KiB it wrote"
 }
 
-# Kernel messages that mean a test broke the kernel.
+# Kernel messages that mean a test broke the kernel (checked by t_kernel_clean, and by tests
+# that call kernel_clean themselves).
 BAD_KMSG='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid context|blocked for more than|Kernel panic'
 # Only messages from the moment the kernel runs /init count: under TCG the debug kernel has
 # been seen to trip KASAN in its own early CPU setup (~0.004 s, once in several boots), before

@@ -9,10 +9,10 @@
 # The label area and the namespace stay in the NVDIMM's image between the boots. Each phase
 # starts from the labels it finds: "write" destroys what other suites left in the region.
 source /tests/lib.sh
+suite_help "$@"
 
 usage() { echo "usage: $0 write|check"; }
 case "${1:-}" in
-    -h|--help) usage; exit 0 ;;
     write|check) PHASE=$1 ;;
     *) usage >&2; exit 2 ;;
 esac
@@ -50,7 +50,7 @@ expect_dax_disk() {
 
 cached_kb() { awk '/^Cached:/ { print $2 }' /proc/meminfo; }
 
-test_create() {
+test_dax_fsdax_namespace_rust_pmem_disk() {
     local r seed pfn out disk
     r=$(labelled_region)
     insmod $MODDIR/rust_pmem.ko
@@ -75,7 +75,7 @@ test_create() {
     echo "$disk" >/tmp/dax-disk
 }
 
-test_mount_write() {
+test_dax_ext4_mmap_write_bypasses_page_cache() {
     local disk c0 c1 grew
     disk=$(cat /tmp/dax-disk)
     # DAX needs the filesystem block size to be the page size (mke2fs picks 1k for small disks).
@@ -108,7 +108,7 @@ test_mount_write() {
 # The region is synchronous (an ACPI NVDIMM), so rust_pmem marks its DAX device synchronous and
 # ext4 grants MAP_SYNC mappings; a store through one keeps the file intact. Control: the same
 # file without DAX is refused (EOPNOTSUPP), so the check can tell.
-test_map_sync() {
+test_dax_map_sync_granted() {
     local disk
     disk=$(cat /tmp/dax-disk)
     mount -o dax=always /dev/$disk $MNT
@@ -123,14 +123,14 @@ test_map_sync() {
     e2fsck -fn /dev/$disk || fail "e2fsck found errors on $disk"
 }
 
-test_rmmod() {
+test_dax_rmmod_removes_fsdax_disk() {
     local disk
     disk=$(cat /tmp/dax-disk)
     unload_module rust_pmem
     wait_gone /dev/$disk
 }
 
-test_check() {
+test_dax_ext4_mmap_data_survives_reboot() {
     local r disk
     r=$(find_labelled_region) || fail "no labelled region (boot with guest.sh --labelled)"
     insmod $MODDIR/rust_pmem.ko
@@ -150,7 +150,7 @@ test_check() {
 # A bad block under a DAX file: reads of that page fail with EIO (direct_access refuses known
 # poison), the neighbouring page reads fine, and a whole-page write over it is a recovery write
 # that clears the bad block and stores the data.
-test_badblocks() {
+test_dax_bad_block_fails_read_recovery_write_clears() {
     local disk phys sector
     disk=$(cat /tmp/dax-disk)
     mount -o dax=always /dev/$disk $MNT
@@ -172,7 +172,7 @@ test_badblocks() {
     e2fsck -fn /dev/$disk || fail "e2fsck found errors on $disk"
 }
 
-test_destroy() {
+test_dax_destroy_namespace_removes_disk() {
     local r disk
     r=$(find_labelled_region)
     disk=$(cat /tmp/dax-disk)
@@ -186,20 +186,18 @@ test_destroy() {
     modprobe -r nd_pmem 2>/dev/null || true
 }
 
-test_no_kernel_warnings() { kernel_clean; }
-
 case $PHASE in
     write)
-        t dax_fsdax_namespace_rust_pmem_disk test_create
-        t dax_ext4_mmap_write_bypasses_page_cache test_mount_write
-        t dax_map_sync_granted test_map_sync
-        t dax_rmmod_removes_fsdax_disk test_rmmod ;;
+        t dax_fsdax_namespace_rust_pmem_disk
+        t dax_ext4_mmap_write_bypasses_page_cache
+        t dax_map_sync_granted
+        t dax_rmmod_removes_fsdax_disk ;;
     check)
-        t dax_ext4_mmap_data_survives_reboot test_check
-        t dax_bad_block_fails_read_recovery_write_clears test_badblocks
-        t dax_destroy_namespace_removes_disk test_destroy ;;
+        t dax_ext4_mmap_data_survives_reboot
+        t dax_bad_block_fails_read_recovery_write_clears
+        t dax_destroy_namespace_removes_disk ;;
 esac
-t no_kernel_warnings test_no_kernel_warnings
+t_kernel_clean no_kernel_warnings
 # Measurements, for the log (not verdicts).
 if [[ -e /tmp/dax-notes ]]; then sed "s/^/note: /" /tmp/dax-notes; fi
 exit 0

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Main guest suite: harness, module parameters, C reference drivers, rust_pmem.
 source /tests/lib.sh
+suite_help "$@"
 
 # --- harness and module parameters -------------------------------------------------------
 
@@ -23,7 +24,7 @@ test_boot_to_init() {
     done
 }
 
-test_rust_pmem_params() {
+test_rust_pmem_params_in_sysfs() {
     load_rust_pmem nowait=1
     expect_eq "nowait after nowait=1" "$(param rust_pmem nowait)" Y
     expect_eq "mode" "$(stat -c %a /sys/module/rust_pmem/parameters/nowait)" 444
@@ -33,7 +34,7 @@ test_rust_pmem_params() {
     unload_module rust_pmem
 }
 
-test_rust_nvme_mq_params() {
+test_rust_nvme_mq_params_in_sysfs() {
     insmod $MODDIR/rust_nvme_mq.ko overflow=0 io_queue_depth=4 nr_io_queues=2
     expect_eq overflow "$(param rust_nvme_mq overflow)" N
     expect_eq io_queue_depth "$(param rust_nvme_mq io_queue_depth)" 4
@@ -57,14 +58,14 @@ expect_insmod_rejects() {
     [[ ! -d /sys/module/$mod ]] || fail "$mod stayed loaded"
 }
 
-test_bad_params_rejected() {
+test_bad_params_rejected_with_message() {
     expect_insmod_rejects rust_pmem nowait=banana "invalid for parameter .nowait"
     expect_insmod_rejects rust_nvme_mq io_queue_depth=1 "io_queue_depth=1 is out of range"
     expect_insmod_rejects rust_nvme_mq overflow=maybe "invalid for parameter .overflow"
     expect_insmod_rejects rust_nvme_mq nr_io_queues=-1 "invalid for parameter .nr_io_queues"
 }
 
-test_c_nd_pmem_binds() {
+test_c_nd_pmem_creates_pmem0() {
     modprobe nd_pmem
     wait_dev /dev/pmem0
     [[ $(bytes_of pmem0) -gt 0 ]] || fail "pmem0 has no capacity"
@@ -72,7 +73,7 @@ test_c_nd_pmem_binds() {
     unload_module nd_pmem
 }
 
-test_c_nvme_multiqueue() {
+test_c_nvme_creates_nvme0n1_multiqueue() {
     modprobe nvme
     wait_dev /dev/nvme0n1
     local nq
@@ -94,13 +95,13 @@ test_kunit_rust_pmem() {
 
 # --- rust_pmem --------------------------------------------------------------------------
 
-test_pmem_verify() { # NOWAIT
+pmem_verify() { # NOWAIT
     load_rust_pmem nowait=$1
     fio_verify /dev/rpmem0
     unload_module rust_pmem
 }
 
-test_pmem_ext4_fsck() {
+test_pmem_ext4_fsck_checksums() {
     load_rust_pmem
     mkfs.ext4 -q -F /dev/rpmem0
     mkdir -p /mnt/p
@@ -124,7 +125,7 @@ test_pmem_ext4_fsck() {
 # is what the driver decides: the capacity is the namespace's size, I/O ending exactly at the
 # last sector reads back what was written, and I/O at or across the end fails or is cut
 # short without touching the data before it.
-test_pmem_out_of_range() {
+test_pmem_out_of_range_fails_cleanly() {
     load_rust_pmem
     local size blocks out
     size=$(bytes_of rpmem0)
@@ -165,7 +166,7 @@ test_pmem_out_of_range() {
     unload_module rust_pmem
 }
 
-test_pmem_rwf_nowait() {
+test_pmem_rwf_nowait_follows_param() {
     local out
     load_rust_pmem nowait=1
     out=$($TOOLS/nowait_read /dev/rpmem0) || fail "RWF_NOWAIT read refused with nowait=1: $out"
@@ -208,7 +209,7 @@ switch_to() {
 
 # Both drivers loaded: the namespace moves between them by sysfs unbind/bind, by
 # driver_override with ndctl disable/enable-namespace, and both see the same data.
-test_pmem_switch_by_binding() {
+test_pmem_switch_by_binding_and_ndctl() {
     modprobe nd_pmem
     insmod $MODDIR/rust_pmem.ko
     dd if=/dev/urandom of=/tmp/pat bs=64k count=16 status=none
@@ -253,7 +254,7 @@ test_pmem_switch_by_binding() {
 # The disk's bad block list: a read touching a listed sector fails with EIO although the
 # media holds good data (so the media is not read), reads beside it work, and writing over
 # listed sectors removes them from the list (only those) and stores the data.
-test_pmem_badblocks() {
+test_pmem_badblocks_fail_reads_cleared_by_writes() {
     load_rust_pmem
     local bb=/sys/block/rpmem0/badblocks
     expect_eq "bad blocks at probe (QEMU reports no poison)" "$(cat $bb)" ""
@@ -294,7 +295,7 @@ test_pmem_badblocks() {
     unload_module rust_pmem
 }
 
-test_pmem_rmmod_under_load() {
+test_pmem_rmmod_under_load_refused_no_loss() {
     load_rust_pmem nowait=1
     fio --name=load --filename=/dev/rpmem0 --direct=1 --ioengine=io_uring --iodepth=8 \
         --rw=randwrite --bs=4k --size=64m --verify=crc32c --verify_fatal=1 --do_verify=1 \
@@ -317,22 +318,23 @@ test_pmem_rmmod_under_load() {
     [[ ! -d /sys/module/rust_pmem ]] || fail "module still loaded"
 }
 
-test_no_kernel_warnings() { kernel_clean; }
+test_pmem_verify_nowait0() { pmem_verify 0; }
+test_pmem_verify_nowait1() { pmem_verify 1; }
 
-t boot_to_init test_boot_to_init
-t rust_pmem_params_in_sysfs test_rust_pmem_params
-t rust_nvme_mq_params_in_sysfs test_rust_nvme_mq_params
-t bad_params_rejected_with_message test_bad_params_rejected
-t c_nd_pmem_creates_pmem0 test_c_nd_pmem_binds
-t c_nvme_creates_nvme0n1_multiqueue test_c_nvme_multiqueue
-t kunit_rust_pmem test_kunit_rust_pmem
-t pmem_verify_nowait0 test_pmem_verify 0
-t pmem_verify_nowait1 test_pmem_verify 1
-t pmem_ext4_fsck_checksums test_pmem_ext4_fsck
-t pmem_out_of_range_fails_cleanly test_pmem_out_of_range
-t pmem_rwf_nowait_follows_param test_pmem_rwf_nowait
-t pmem_namespace_kept_by_nd_pmem test_pmem_namespace_kept_by_nd_pmem
-t pmem_switch_by_binding_and_ndctl test_pmem_switch_by_binding
-t pmem_badblocks_fail_reads_cleared_by_writes test_pmem_badblocks
-t pmem_rmmod_under_load_refused_no_loss test_pmem_rmmod_under_load
-t no_kernel_warnings test_no_kernel_warnings
+t boot_to_init
+t rust_pmem_params_in_sysfs
+t rust_nvme_mq_params_in_sysfs
+t bad_params_rejected_with_message
+t c_nd_pmem_creates_pmem0
+t c_nvme_creates_nvme0n1_multiqueue
+t kunit_rust_pmem
+t pmem_verify_nowait0
+t pmem_verify_nowait1
+t pmem_ext4_fsck_checksums
+t pmem_out_of_range_fails_cleanly
+t pmem_rwf_nowait_follows_param
+t pmem_namespace_kept_by_nd_pmem
+t pmem_switch_by_binding_and_ndctl
+t pmem_badblocks_fail_reads_cleared_by_writes
+t pmem_rmmod_under_load_refused_no_loss
+t_kernel_clean no_kernel_warnings

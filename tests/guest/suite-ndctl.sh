@@ -4,6 +4,7 @@
 # namespaces that ndctl create-namespace writes to the labels get rust_pmem disks, and
 # destroy-namespace removes them. The unlabelled NVDIMM's region0 is left alone.
 source /tests/lib.sh
+suite_help "$@"
 
 # create_ns REGION SIZE: create a raw namespace for rust_pmem, print its disk name.
 create_ns() {
@@ -17,7 +18,7 @@ create_ns() {
     echo "$out" | grep -oE '"blockdev": ?"[^"]*"' | cut -d'"' -f4
 }
 
-test_create_destroy() {
+test_ndctl_create_destroy_namespaces_rust_pmem() {
     local r a b
     r=$(labelled_region)
     insmod $MODDIR/rust_pmem.ko
@@ -44,7 +45,5 @@ test_create_destroy() {
     modprobe -r nd_pmem 2>/dev/null || true
 }
 
-test_no_kernel_warnings() { kernel_clean; }
-
-t ndctl_create_destroy_namespaces_rust_pmem test_create_destroy
-t no_kernel_warnings test_no_kernel_warnings
+t ndctl_create_destroy_namespaces_rust_pmem
+t_kernel_clean no_kernel_warnings

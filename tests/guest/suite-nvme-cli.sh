@@ -5,11 +5,8 @@
 # The C driver's answers are taken first (C_DIR), then every test loads rust_nvme_mq itself
 # and leaves it unloaded. Each test runs with `set -euo pipefail` (lib.sh's `t`); the suite
 # itself does not stop at a failed test.
-if [[ ${1:-} == --help ]]; then
-    echo "usage: bash /tests/suite-nvme-cli.sh   (in the guest, as root)"
-    exit 0
-fi
 . /tests/lib.sh
+suite_help "$@"
 . /tests/nvme-lib.sh
 
 CDEV=/dev/rnvme0
@@ -39,7 +36,7 @@ collect() {
 # json_num FILE KEY: the number of KEY in nvme-cli's JSON output (one key per line).
 json_num() { sed -n "s/^[[:space:]]*\"$2\"[[:space:]]*:[[:space:]]*\"\{0,1\}\([0-9]*\).*/\1/p" "$1" | head -n1; }
 
-test_c_reference() {
+test_nvme_cli_c_reference() {
     modprobe nvme
     wait_dev /dev/nvme0n1
     [[ -c /dev/nvme0 ]] || fail "no /dev/nvme0 from the C driver"
@@ -51,7 +48,7 @@ test_c_reference() {
     [[ -s $C_DIR/id-ctrl.json ]] || fail "no id-ctrl from the C driver"
 }
 
-test_chardev_node() {
+test_nvme_cli_chardev_node() {
     load_nvme
     [[ -c $CDEV ]] || fail "$CDEV is not a character device"
     ls -l "$CDEV"
@@ -69,7 +66,7 @@ test_chardev_node() {
     wait_gone "$CDEV"
 }
 
-test_id_ctrl_equal() {
+test_nvme_cli_id_ctrl_equal() {
     [[ -s $R_DIR/id-ctrl.txt && -s $C_DIR/id-ctrl.txt ]] || fail "missing id-ctrl output"
     grep -E "^(vid|sn|mn|fr|mdts|oacs|oncs|vwc|nn|sqes|cqes) " "$R_DIR/id-ctrl.txt"
     local fields
@@ -80,7 +77,7 @@ test_id_ctrl_equal() {
     echo "$fields fields equal"
 }
 
-test_id_ns_equal() {
+test_nvme_cli_id_ns_equal() {
     [[ -s $R_DIR/id-ns.txt && -s $C_DIR/id-ns.txt ]] || fail "missing id-ns output"
     grep -E "^(nsze|ncap|nuse|flbas|nlbaf|lbaf  0) " "$R_DIR/id-ns.txt"
     local fields
@@ -94,7 +91,7 @@ test_id_ns_equal() {
     expect_eq "get-ns-id like the C driver" "$(sed 's/^r//' "$R_DIR/ns-id.txt")" "$(cat "$C_DIR/ns-id.txt")"
 }
 
-test_disk_admin_passthru() {
+test_nvme_cli_disk_admin_passthru() {
     # The controller's ioctls on the namespace's block device too (as the C driver's).
     load_nvme
     "$TOOLS/nvme_passthru" $DEV >/tmp/disk-passthru.txt
@@ -109,7 +106,7 @@ test_disk_admin_passthru() {
     unload_nvme
 }
 
-test_disk_open_across_unbind() {
+test_nvme_cli_disk_open_across_unbind() {
     # A block device open when the controller goes: its ioctls fail with ENXIO (the disk's
     # driver data went with the unbind; nothing of the controller is kept for the opener), and
     # the last close frees the rest.
@@ -126,7 +123,7 @@ test_disk_open_across_unbind() {
     unload_nvme
 }
 
-test_sysfs_identity() {
+test_nvme_cli_sysfs_identity() {
     local a
     for a in model serial firmware_rev; do
         echo "$a: '$(cat "$R_DIR/sysfs-$a")'"
@@ -136,7 +133,7 @@ test_sysfs_identity() {
     grep -q "^rblk0001 *$" "$R_DIR/sysfs-serial" || fail "serial"
 }
 
-test_smart_log() {
+test_nvme_cli_smart_log() {
     local k c r
     cat "$R_DIR/smart-log.json"
     for k in critical_warning temperature avail_spare spare_thresh percent_used \
@@ -159,7 +156,7 @@ test_smart_log() {
     [[ $r -gt $c ]] || fail "host_read_commands did not count our probe's reads: C $c, Rust $r"
 }
 
-test_get_feature() {
+test_nvme_cli_get_feature_7() {
     cat "$R_DIR/feature7.txt"
     grep -q "Current value:0x" "$R_DIR/feature7.txt" || fail "no value from get-feature -f 7"
     diff "$C_DIR/feature7.txt" "$R_DIR/feature7.txt" || fail "get-feature -f 7 differs"
@@ -168,7 +165,7 @@ test_get_feature() {
 # line FILE CASE: the output line of nvme_passthru case CASE.
 line() { grep "^$2 " "$1" || echo "$2 missing"; }
 
-test_bad_input() {
+test_nvme_cli_bad_input() {
     cat "$R_DIR/passthru.txt"
     local f=$R_DIR/passthru.txt
     expect_eq identify "$(line $f identify_ctrl)" "identify_ctrl rc=0 errno=0"
@@ -200,7 +197,7 @@ test_bad_input() {
         "$(line $f get_features_7 | sed 's/result=0x0*/result=/')"
 }
 
-test_bad_input_like_c() {
+test_nvme_cli_bad_input_like_c() {
     # The same cases on the C driver: every line agrees except where the C driver maps the
     # user buffer directly (it leaves bytes the controller did not write as they were), and
     # a length beyond the largest transfer, which we refuse (EINVAL) before touching the user
@@ -215,7 +212,7 @@ test_bad_input_like_c() {
     done
 }
 
-test_reset_then_io() {
+test_nvme_cli_reset_then_io() {
     dmesg -c >/dev/null
     load_nvme
     dd if=/dev/urandom of=/tmp/pattern bs=1M count=4 status=none
@@ -240,7 +237,7 @@ test_reset_then_io() {
     unload_nvme
 }
 
-test_open_across_unbind() {
+test_nvme_cli_open_across_unbind() {
     # A file open on the character device when the controller goes: its ioctls fail, nothing
     # else happens; closing it later frees what it held.
     load_nvme
@@ -260,19 +257,17 @@ test_open_across_unbind() {
     unload_nvme
 }
 
-test_no_kernel_warnings() { kernel_clean; }
-
-t nvme_cli_c_reference test_c_reference
-t nvme_cli_chardev_node test_chardev_node
-t nvme_cli_id_ctrl_equal test_id_ctrl_equal
-t nvme_cli_id_ns_equal test_id_ns_equal
-t nvme_cli_disk_admin_passthru test_disk_admin_passthru
-t nvme_cli_disk_open_across_unbind test_disk_open_across_unbind
-t nvme_cli_sysfs_identity test_sysfs_identity
-t nvme_cli_smart_log test_smart_log
-t nvme_cli_get_feature_7 test_get_feature
-t nvme_cli_bad_input test_bad_input
-t nvme_cli_bad_input_like_c test_bad_input_like_c
-t nvme_cli_reset_then_io test_reset_then_io
-t nvme_cli_open_across_unbind test_open_across_unbind
-t nvme_cli_kernel_clean test_no_kernel_warnings
+t nvme_cli_c_reference
+t nvme_cli_chardev_node
+t nvme_cli_id_ctrl_equal
+t nvme_cli_id_ns_equal
+t nvme_cli_disk_admin_passthru
+t nvme_cli_disk_open_across_unbind
+t nvme_cli_sysfs_identity
+t nvme_cli_smart_log
+t nvme_cli_get_feature_7
+t nvme_cli_bad_input
+t nvme_cli_bad_input_like_c
+t nvme_cli_reset_then_io
+t nvme_cli_open_across_unbind
+t_kernel_clean nvme_cli_kernel_clean

@@ -5,11 +5,8 @@
 # against dd and against the C nvme driver's answers for the same commands on the same QEMU
 # controller; edge cases with tests/tools/nvme_io_passthru.c; passthrough under fio verify.
 # Boot with --smp 2. Each test runs with `set -euo pipefail` (lib.sh's `t`).
-if [[ ${1:-} == --help ]]; then
-    echo "usage: bash /tests/suite-nvme-io-passthru.sh   (in the guest, as root)"
-    exit 0
-fi
 . /tests/lib.sh
+suite_help "$@"
 . /tests/nvme-lib.sh
 
 CDEV=/dev/rnvme0
@@ -47,7 +44,7 @@ collect() {
 
 line() { grep "^$2 " "$1" || echo "$2 missing"; }
 
-test_c_reference() {
+test_nvme_io_c_reference() {
     modprobe nvme
     wait_dev /dev/nvme0n1
     collect "$C_DIR" /dev/nvme0 /dev/nvme0n1
@@ -57,7 +54,7 @@ test_c_reference() {
     [[ -s $C_DIR/tool.txt ]] || fail "no answers from the C driver"
 }
 
-test_rust_answers() {
+test_nvme_io_rust_answers() {
     load_nvme
     dmesg -c >/dev/null
     collect "$R_DIR" $CDEV $DEV
@@ -65,12 +62,12 @@ test_rust_answers() {
     unload_nvme
 }
 
-test_write_then_dd() {
+test_nvme_io_write_then_dd() {
     cmp "$R_DIR/dd-after-write" /tmp/pat || fail "dd does not read what nvme write wrote"
     expect_eq "nvme write output like C" "$(cat $R_DIR/write.txt)" "$(cat $C_DIR/write.txt)"
 }
 
-test_dd_then_read() {
+test_nvme_io_dd_then_read() {
     cmp "$R_DIR/read" /tmp/pat2 || fail "nvme read does not return what dd wrote"
     cmp "$R_DIR/io-passthru" /tmp/pat2 || fail "io-passthru on the disk: not what dd wrote"
     cmp "$R_DIR/io-passthru-ctrl" /tmp/pat2 || fail "io-passthru on the controller: not what dd wrote"
@@ -78,13 +75,13 @@ test_dd_then_read() {
     cmp "$C_DIR/io-passthru" "$C_DIR/read" || fail "C driver: io-passthru and read differ (test setup)"
 }
 
-test_flush_and_status_like_c() {
+test_nvme_io_flush_and_status_like_c() {
     expect_eq "nvme flush" "$(cat $R_DIR/flush.txt)" "$(cat $C_DIR/flush.txt)"
     expect_eq "reserved opcode" "$(cat $R_DIR/bad-opcode.txt)" "$(cat $C_DIR/bad-opcode.txt)"
     grep -qi "invalid" "$R_DIR/bad-opcode.txt" || fail "no invalid opcode status: $(cat $R_DIR/bad-opcode.txt)"
 }
 
-test_edge_cases() {
+test_nvme_io_edge_cases() {
     local f=$R_DIR/tool.txt k
     cat "$f"
     expect_eq write "$(line $f write)" "write rc=0 errno=0"
@@ -114,7 +111,7 @@ test_edge_cases() {
     done
 }
 
-test_passthru_under_fio() {
+test_nvme_io_passthru_under_fio() {
     load_nvme
     local bs lba i fails=0
     bs=$(blockdev --getss $DEV)
@@ -146,13 +143,11 @@ test_passthru_under_fio() {
     unload_nvme
 }
 
-test_no_kernel_warnings() { kernel_clean; }
-
-t nvme_io_c_reference test_c_reference
-t nvme_io_rust_answers test_rust_answers
-t nvme_io_write_then_dd test_write_then_dd
-t nvme_io_dd_then_read test_dd_then_read
-t nvme_io_flush_and_status_like_c test_flush_and_status_like_c
-t nvme_io_edge_cases test_edge_cases
-t nvme_io_passthru_under_fio test_passthru_under_fio
-t nvme_io_kernel_clean test_no_kernel_warnings
+t nvme_io_c_reference
+t nvme_io_rust_answers
+t nvme_io_write_then_dd
+t nvme_io_dd_then_read
+t nvme_io_flush_and_status_like_c
+t nvme_io_edge_cases
+t nvme_io_passthru_under_fio
+t_kernel_clean nvme_io_kernel_clean

@@ -6,6 +6,7 @@
 # included), so these outcomes follow from the driver's slot accounting, not from timing.
 # Every test loads the driver itself and leaves it unloaded.
 . /tests/lib.sh
+suite_help "$@"
 . /tests/nvme-lib.sh
 
 RUNTIME=5
@@ -31,7 +32,7 @@ deep_and_shallow() {
     expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
 }
 
-test_lending_reserve() {
+test_nvme_lending_keeps_reserve() {
     ((NCPU >= 2)) || { echo "needs 2 CPUs"; return 0; }
     local slots=7 bad
     deep_and_shallow /tmp/iops overflow=1
@@ -53,7 +54,7 @@ test_lending_reserve() {
 # The seed's point: overflow must not starve the CPUs whose queue lends the slots. Each shallow
 # reader keeps >= 90% of what it gets with overflow off; the deep reader gains >= 2x (7 own
 # slots, plus 3 lendable of the 7 on each other queue: 16/7 = 2.3x at best).
-test_deep_reader_starves_nobody() {
+test_nvme_deep_reader_starves_nobody() {
     ((NCPU >= 2)) || { echo "needs 2 CPUs"; return 0; }
     deep_and_shallow /tmp/iops.off overflow=0
     expect_eq "overflow with overflow=0" "$(sum_col overflow_in)" 0
@@ -67,8 +68,6 @@ test_deep_reader_starves_nobody() {
         END { exit bad }' /tmp/iops.off /tmp/iops.on || fail "lending starved a reader or did not help the deep one"
 }
 
-test_no_kernel_warnings() { kernel_clean; }
-
-t nvme_lending_keeps_reserve test_lending_reserve
-t nvme_deep_reader_starves_nobody test_deep_reader_starves_nobody
-t nvme_latency_no_kernel_warnings test_no_kernel_warnings
+t nvme_lending_keeps_reserve
+t nvme_deep_reader_starves_nobody
+t_kernel_clean nvme_latency_no_kernel_warnings

@@ -5,10 +5,8 @@
 # QEMU's NVMe with 4 I/O queue pairs: boot with --smp 4. Every test loads the driver itself
 # and leaves it unloaded.
 set -uo pipefail  # not -e: `t` reports a failed test and the suite goes on
-case "${1:-}" in
-    -h|--help) echo "Usage: $0   (in the guest, as root; prints PASS/FAIL per test)"; exit 0 ;;
-esac
 . /tests/lib.sh
+suite_help "$@"
 . /tests/nvme-lib.sh
 
 NPOLL=2
@@ -215,12 +213,12 @@ test_rmmod_after_polled_io() {
         fail "a queue had commands not completed at removal"
 }
 
-t io_poll_attribute test_io_poll_attribute
-t io_uring_hipri_verify test_io_uring_hipri_verify
-t pvsync2_hipri_verify test_pvsync2_hipri_verify
-t unpolled_stays_on_irq_queues test_unpolled_stays_on_irq_queues
-t poll_overflow test_poll_overflow
-t poll_queue_reset test_poll_queue_reset
-t poll_queues_rejected test_poll_queues_rejected
-t rmmod_after_polled_io test_rmmod_after_polled_io
-t kernel_clean kernel_clean
+t io_poll_attribute
+t io_uring_hipri_verify
+t pvsync2_hipri_verify
+t unpolled_stays_on_irq_queues
+t poll_overflow
+t poll_queue_reset
+t poll_queues_rejected
+t rmmod_after_polled_io
+t_kernel_clean kernel_clean

@@ -5,11 +5,8 @@
 # namespace 2 (16M) detached, so that Namespace Attachment commands (through the admin
 # passthrough) make namespaces come and go. Each test runs with `set -euo pipefail` (lib.sh's
 # `t`); the suite itself does not stop at a failed test.
-if [[ ${1:-} == --help ]]; then
-    echo "usage: bash /tests/suite-nvme-rescan.sh   (in the guest, as root; boot with --nvme-subsys)"
-    exit 0
-fi
 . /tests/lib.sh
+suite_help "$@"
 . /tests/nvme-lib.sh
 
 CDEV=/dev/rnvme0
@@ -34,7 +31,7 @@ attach_cmd() {
         --write --input-file=/tmp/ctrl-list
 }
 
-test_subsys_layout() {
+test_nvme_rescan_subsys_layout() {
     load_nvme
     [[ -b $DEV ]] || fail "no $DEV"
     [[ ! -e $DEV2 ]] || fail "$DEV2 exists, but namespace 2 should be detached at boot (--nvme-subsys?)"
@@ -44,7 +41,7 @@ test_subsys_layout() {
     grep -q ':0x1$' /tmp/active-ns || fail "namespace 1 not active"
 }
 
-test_rescan_unchanged() {
+test_nvme_rescan_unchanged() {
     load_nvme
     local before
     before=$(devno $DEV)
@@ -76,7 +73,7 @@ test_rescan_unchanged() {
     unload_nvme
 }
 
-test_rescan_attach_detach() {
+test_nvme_rescan_attach_detach() {
     load_nvme
     dmesg -c >/dev/null
     local before
@@ -124,9 +121,7 @@ test_rescan_attach_detach() {
     unload_nvme
 }
 
-test_no_kernel_warnings() { kernel_clean; }
-
-t nvme_rescan_subsys_layout test_subsys_layout
-t nvme_rescan_unchanged test_rescan_unchanged
-t nvme_rescan_attach_detach test_rescan_attach_detach
-t nvme_rescan_kernel_clean test_no_kernel_warnings
+t nvme_rescan_subsys_layout
+t nvme_rescan_unchanged
+t nvme_rescan_attach_detach
+t_kernel_clean nvme_rescan_kernel_clean

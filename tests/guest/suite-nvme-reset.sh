@@ -5,11 +5,8 @@
 #   bash /tests/suite-nvme-reset.sh        run every test
 #   bash /tests/suite-nvme-reset.sh --help
 # (No `set -e` here: `t` runs each test in a subshell with `set -euo pipefail` and reports it.)
-if [[ ${1:-} == --help ]]; then
-    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
-    exit 0
-fi
 . /tests/lib.sh
+suite_help "$@"
 . /tests/nvme-lib.sh
 
 # The PCI function of the controller, and its command register (bit 1: memory space, bit 2:
@@ -41,7 +38,7 @@ unload_c_nvme() { unload_module nvme; unload_module nvme_core 2>/dev/null || tru
 # Limits like the C driver's PRP path: PRP entries need dword alignment, and every entry but
 # the first is a whole page (the 4 KiB virtual boundary); segments and transfer size come from
 # MDTS capped by the driver's 64-entry PRP list.
-test_queue_limits() {
+test_nvme_reset_queue_limits_like_c() {
     load_nvme
     queue_limits rnvme0n1 | tee /tmp/ours
     unload_nvme
@@ -70,7 +67,7 @@ check_odd_dio() {
     expect_eq "$dev: 320 x 512 bytes page aligned" "$out" ok
 }
 
-test_odd_direct_io() {
+test_nvme_reset_odd_direct_io() {
     load_nvme
     check_odd_dio $DEV
     fio_verify $DEV --size=16m
@@ -120,7 +117,7 @@ fault_during_fio() {
 }
 
 # Bus mastering off and back on a second later: every submitted command completes.
-test_bus_master_off_then_on() {
+test_nvme_reset_bus_master_off_then_on() {
     fault_during_fio busmaster $PCI_MASTER then_on
     cat "$STATS"
     expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
@@ -128,7 +125,7 @@ test_bus_master_off_then_on() {
 }
 
 # Bus mastering off and left off: only the driver's reset turns it on again.
-test_bus_master_left_off() {
+test_nvme_reset_bus_master_left_off() {
     fault_during_fio busmaster_off $PCI_MASTER left_off
     dmesg | grep -q "bus mastering was off" || fail "the reset did not see bus mastering off"
     expect_eq "bus master bit after the reset" $(($(pci_cmd) & PCI_MASTER)) $PCI_MASTER
@@ -138,7 +135,7 @@ test_bus_master_left_off() {
 # Memory space decoding off and left off: the registers no longer answer (the abort fails),
 # and the reset turns memory decoding on again before it enables the controller (C does it
 # with pci_disable_device() + pci_enable_device_mem()).
-test_memory_space_left_off() {
+test_nvme_reset_memory_space_left_off() {
     fault_during_fio memoff $PCI_MEM left_off
     dmesg | grep -q "memory decoding was off" || fail "the reset did not see memory decoding off"
     expect_eq "memory space bit after the reset" $(($(pci_cmd) & PCI_MEM)) $PCI_MEM
@@ -150,7 +147,7 @@ test_memory_space_left_off() {
 # The driver gives up after 3 attempts, fails what it held and removes the disk: fio ends with
 # errors instead of hanging, no kernel warning, rmmod works, and the controller comes back on
 # the next load.
-test_dead_controller_removed() {
+test_nvme_reset_dead_controller_removed() {
     dmesg -c >/dev/null
     load_nvme io_timeout=2 admin_timeout=2
     local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 pid i
@@ -177,15 +174,13 @@ test_dead_controller_removed() {
     unload_nvme
 }
 
-test_no_kernel_warnings() { kernel_clean; }
-
-t nvme_reset_queue_limits_like_c test_queue_limits
-t nvme_reset_odd_direct_io test_odd_direct_io
-t nvme_reset_bus_master_off_then_on test_bus_master_off_then_on
-t nvme_reset_bus_master_left_off test_bus_master_left_off
-t nvme_reset_memory_space_left_off test_memory_space_left_off
-t nvme_reset_dead_controller_removed test_dead_controller_removed
-t nvme_reset_no_kernel_warnings test_no_kernel_warnings
+t nvme_reset_queue_limits_like_c
+t nvme_reset_odd_direct_io
+t nvme_reset_bus_master_off_then_on
+t nvme_reset_bus_master_left_off
+t nvme_reset_memory_space_left_off
+t nvme_reset_dead_controller_removed
+t_kernel_clean nvme_reset_no_kernel_warnings
 # For the record: the limits of both drivers on this controller (from the first test).
 [[ ! -e /tmp/ours ]] || echo "queue limits rust_nvme_mq: $(tr '\n' ' ' </tmp/ours)"
 [[ ! -e /tmp/c ]] || echo "queue limits C nvme: $(tr '\n' ' ' </tmp/c)"

@@ -8,10 +8,11 @@
 #   rmmod:    rust_nvme_mq is unloaded before the power-off (unbind)
 # Here, the guest side: the driver binds and writes reach the disk.
 source /tests/lib.sh
+suite_help "$@"
 source /tests/nvme-lib.sh
 MODE=${1:?usage: suite-nvme-shutdown.sh poweroff|rmmod}
 
-test_bind_and_write() {
+bind_and_write() {
     load_nvme
     # Writes left in the controller's cache (no flush) are what a clean shutdown is for.
     dd if=/dev/urandom of=$DEV bs=64k count=64 oflag=direct status=none
@@ -21,16 +22,19 @@ test_bind_and_write() {
     fi
 }
 
-test_unbind() {
+test_nvme_shutdown_rmmod_unbind() {
     unload_nvme
     [[ ! -e /sys/module/rust_nvme_mq ]] || fail "rust_nvme_mq still loaded"
 }
 
+test_nvme_shutdown_bound_write() { bind_and_write reading; }
+test_nvme_shutdown_rmmod_write() { bind_and_write; }
+
 case $MODE in
-    poweroff) t nvme_shutdown_bound_write test_bind_and_write reading ;;
+    poweroff) t nvme_shutdown_bound_write ;;
     rmmod)
-        t nvme_shutdown_rmmod_write test_bind_and_write
-        t nvme_shutdown_rmmod_unbind test_unbind
+        t nvme_shutdown_rmmod_write
+        t nvme_shutdown_rmmod_unbind
         ;;
     *) fail "unknown mode $MODE" ;;
 esac

@@ -3,9 +3,10 @@
 # rust_nvme_mq on QEMU's NVMe (256 MiB image, serial rblk0001, 4 I/O queue pairs): boot with
 # --smp 4. Every test loads the driver itself and leaves it unloaded.
 . /tests/lib.sh
+suite_help "$@"
 . /tests/nvme-lib.sh
 
-test_probe_identify() {
+test_nvme_probe_identify() {
     dmesg -c >/dev/null
     load_nvme
     dmesg | grep rust_nvme_mq
@@ -26,7 +27,7 @@ test_probe_identify() {
     unload_nvme
 }
 
-test_kunit() {
+test_nvme_kunit() {
     dmesg -c >/dev/null
     load_nvme
     dmesg | grep -E "ok [0-9]+ " | tail -n 20
@@ -39,7 +40,7 @@ test_kunit() {
     unload_nvme
 }
 
-test_fio_verify_per_cpu() {
+test_nvme_fio_verify_per_cpu_queues() {
     load_nvme
     local size=$(($(bytes_of rnvme0n1) / NCPU)) q before=() after
     for q in $(seq 1 4); do before[$q]=$(qstat $q submitted); done
@@ -59,7 +60,7 @@ test_fio_verify_per_cpu() {
     unload_nvme
 }
 
-test_iops() {
+test_nvme_iops() {
     load_nvme
     local before err kib reads
     before=$(awk '{ print $1 }' /sys/block/rnvme0n1/stat)
@@ -80,7 +81,7 @@ test_iops() {
     unload_nvme
 }
 
-test_ext4() {
+test_nvme_ext4_fsck_checksums() {
     load_nvme
     mkfs.ext4 -q -F $DEV
     mkdir -p /mnt/n
@@ -110,7 +111,7 @@ test_ext4() {
 # namespace's DLFEAT (Identify Namespace, bits 2:0) promises: 1 zeroes, 2 ones (0xff), 0
 # unspecified (then only the data beside the range is checked). QEMU reports 1, and the
 # harness opens its image with discard=unmap so that QEMU keeps that promise.
-test_discard_write_zeroes() {
+test_nvme_discard_write_zeroes() {
     load_nvme
     local dlfeat expect=/tmp/expect back=/tmp/back
     blkdiscard --version | grep -q util-linux || fail "blkdiscard is not util-linux's (busybox's has no -z)"
@@ -144,7 +145,7 @@ test_discard_write_zeroes() {
 # /sys/block/rnvme0n1/stat (field 16), not 2N, and every one of them reaches the driver: the
 # queues' submitted counters rise by N writes + N flushes. (Whether the FUA bit reaches the
 # controller is not visible from the guest: QEMU traces no FUA.)
-test_dsync_fua() {
+test_nvme_dsync_writes_use_fua() {
     load_nvme
     local n=16 sub0 flush0 sub flush
     sub0=$(sum_col submitted)
@@ -165,7 +166,7 @@ skewed_load() {
         --output-format=terse >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio on tiny queues"; }
 }
 
-test_overflow() {
+test_nvme_overflow_tiny_queues() {
     load_nvme io_queue_depth=4
     local home
     home=$(home_queue taskset -c 0 dd if=$DEV of=/dev/null bs=4k count=64 iflag=direct)
@@ -180,7 +181,7 @@ test_overflow() {
     unload_nvme
 }
 
-test_no_overflow() {
+test_nvme_no_overflow_when_off() {
     load_nvme io_queue_depth=4 overflow=0
     expect_eq param "$(param rust_nvme_mq overflow)" N
     skewed_load
@@ -196,7 +197,7 @@ test_no_overflow() {
 # shallow reader (iodepth = the reserve) on each other CPU must never find its own queue full.
 # libaio: a submitter that runs out of tags sleeps on its own CPU (io_uring would hand the
 # request to an io-wq worker that may run on any CPU, and submit it from there).
-test_nr_io_queues() {
+test_nvme_nr_io_queues_2() {
     # Fewer queues than CPUs: CPUs share queues, blk-mq still has one context per CPU.
     dmesg -c >/dev/null
     load_nvme nr_io_queues=2 io_queue_depth=8
@@ -212,7 +213,7 @@ test_nr_io_queues() {
     unload_nvme
 }
 
-test_depth_above_mqes() {
+test_nvme_depth_above_mqes_rejected() {
     dmesg -c >/dev/null
     if insmod "$MODDIR/rust_nvme_mq.ko" io_queue_depth=65536 2>/tmp/err; then
         rmmod rust_nvme_mq; fail "insmod io_queue_depth=65536 succeeded"
@@ -225,7 +226,7 @@ test_depth_above_mqes() {
     unload_nvme
 }
 
-test_rmmod_under_load() {
+test_nvme_rmmod_under_load_refused() {
     load_nvme
     fio --name=load --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 --rw=randrw \
         --bs=4k --numjobs=2 --time_based --runtime=6 >/tmp/fio.out 2>&1 &
@@ -241,7 +242,7 @@ test_rmmod_under_load() {
     if dmesg | grep "controller shutdown timed out"; then fail "CC.SHN shutdown did not complete"; fi
 }
 
-test_unbind_under_load() {
+test_nvme_unbind_under_load_clean() {
     load_nvme
     local bdf
     bdf=$(basename "$(readlink /sys/block/rnvme0n1/device 2>/dev/null || true)")
@@ -266,7 +267,7 @@ test_unbind_under_load() {
 # Open the disk, remove the device, rmmod, close: the disk's operations (ioctl, and free_disk at
 # the last close) are module code, so every Rust disk names its module as owner and an open disk
 # keeps the module loaded even after its device went. rmmod is refused until the last close.
-test_open_disk_pins_module() {
+test_nvme_open_disk_pins_module() {
     load_nvme
     local bdf
     bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
@@ -283,7 +284,7 @@ test_open_disk_pins_module() {
     [[ ! -e /sys/module/rust_nvme_mq ]] || fail "module stayed loaded after the last close"
 }
 
-test_timeout_abort_reset() {
+test_nvme_timeout_abort_reset() {
     # Fault injection: the next command is kept by the driver but never given to the
     # controller. After io_timeout the driver sends an Abort (QEMU cannot find the command),
     # after another one it resets the controller and requeues every request it held: the
@@ -321,7 +322,7 @@ test_timeout_abort_reset() {
 
 # io_timeout / admin_timeout (seconds, like nvme_core's): shown in sysfs, io_timeout is the
 # disks' request timeout, out-of-range values refuse the load with a message.
-test_timeout_params() {
+test_nvme_timeout_params() {
     load_nvme
     expect_eq "io_timeout default" "$(param rust_nvme_mq io_timeout)" 30
     expect_eq "admin_timeout default" "$(param rust_nvme_mq admin_timeout)" 60
@@ -346,7 +347,7 @@ test_timeout_params() {
 }
 
 # The disk's parent is the PCI function: /sys/block/rnvme0n1/device is the bound PCI device.
-test_disk_parent() {
+test_nvme_disk_parent_is_pci_device() {
     load_nvme
     local bdf dev pci
     bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
@@ -375,7 +376,7 @@ hotplug_loop() { # take CPUs 1..NCPU-1 offline and online again until /tmp/hotpl
     done
 }
 
-test_cpu_hotplug() {
+test_nvme_cpu_hotplug_overflow() {
     ((NCPU >= 2)) || { echo "needs 2 CPUs"; return 0; }
     local last=$((NCPU - 1)) cpu=/sys/devices/system/cpu q c home="" before=() n fail_msg
     local nq homes=() next off=""
@@ -466,7 +467,7 @@ jkey() { sed -n "s/^[[:space:]]*\"$2\"[[:space:]]*:[[:space:]]*\"\{0,1\}\([^\",]
 # idf OUTPUT FIELD: a field of nvme id-ctrl / id-ns text output, trailing blanks removed.
 idf() { awk -v f="$2" '$1 == f { sub(/^[^:]*: /, ""); sub(/ +$/, ""); print; exit }' "$1"; }
 
-test_nvme_cli() {
+test_nvme_cli_cross_check() {
     # `nvme list` is the C driver's view: libnvme lists the controllers of the nvme class, and
     # rust_nvme_mq's controller (/dev/rnvme0, a misc device) is not one. So its row for the
     # controller under the C driver must hold what nvme-cli reads through our nodes: serial,
@@ -509,27 +510,25 @@ test_nvme_cli() {
     unload_module nvme_core 2>/dev/null || true
 }
 
-test_no_kernel_warnings() { kernel_clean; }
-
-t nvme_probe_identify test_probe_identify
-t nvme_kunit test_kunit
-t nvme_fio_verify_per_cpu_queues test_fio_verify_per_cpu
-t nvme_iops test_iops
-t nvme_ext4_fsck_checksums test_ext4
-t nvme_discard_write_zeroes test_discard_write_zeroes
-t nvme_dsync_writes_use_fua test_dsync_fua
-t nvme_overflow_tiny_queues test_overflow
-t nvme_no_overflow_when_off test_no_overflow
-t nvme_nr_io_queues_2 test_nr_io_queues
-t nvme_depth_above_mqes_rejected test_depth_above_mqes
-t nvme_rmmod_under_load_refused test_rmmod_under_load
-t nvme_unbind_under_load_clean test_unbind_under_load
-t nvme_open_disk_pins_module test_open_disk_pins_module
-t nvme_timeout_abort_reset test_timeout_abort_reset
-t nvme_timeout_params test_timeout_params
-t nvme_disk_parent_is_pci_device test_disk_parent
-t nvme_cpu_hotplug_overflow test_cpu_hotplug
-t nvme_cli_cross_check test_nvme_cli
-t nvme_no_kernel_warnings test_no_kernel_warnings
+t nvme_probe_identify
+t nvme_kunit
+t nvme_fio_verify_per_cpu_queues
+t nvme_iops
+t nvme_ext4_fsck_checksums
+t nvme_discard_write_zeroes
+t nvme_dsync_writes_use_fua
+t nvme_overflow_tiny_queues
+t nvme_no_overflow_when_off
+t nvme_nr_io_queues_2
+t nvme_depth_above_mqes_rejected
+t nvme_rmmod_under_load_refused
+t nvme_unbind_under_load_clean
+t nvme_open_disk_pins_module
+t nvme_timeout_abort_reset
+t nvme_timeout_params
+t nvme_disk_parent_is_pci_device
+t nvme_cpu_hotplug_overflow
+t nvme_cli_cross_check
+t_kernel_clean nvme_no_kernel_warnings
 # Measurements, for the log (not verdicts).
 if [[ -e /tmp/nvme-notes ]]; then sed "s/^/note: /" /tmp/nvme-notes; fi

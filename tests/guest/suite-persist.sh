@@ -3,6 +3,7 @@
 # Persistence across a guest reboot: "write" in one boot, "check" in the next (same NVDIMM and
 # NVMe image files). For NVMe, rmmod shuts the controller down with CC.SHN before power-off.
 source /tests/lib.sh
+suite_help "$@"
 PHASE=$1
 
 # persist MODULE DEVICE SEED write|check: write the whole device with checksummed blocks, or
@@ -22,12 +23,17 @@ persist() {
     [[ $phase == write ]] || kernel_clean
 }
 
+test_pmem_persist_reboot_write() { persist rust_pmem /dev/rpmem0 4242 write; }
+test_nvme_persist_reboot_write() { persist rust_nvme_mq /dev/rnvme0n1 4343 write; }
+test_pmem_contents_survive_reboot() { persist rust_pmem /dev/rpmem0 4242 check; }
+test_nvme_contents_survive_reboot() { persist rust_nvme_mq /dev/rnvme0n1 4343 check; }
+
 case "$PHASE" in
     write)
-        t pmem_persist_reboot_write persist rust_pmem /dev/rpmem0 4242 write
-        t nvme_persist_reboot_write persist rust_nvme_mq /dev/rnvme0n1 4343 write ;;
+        t pmem_persist_reboot_write
+        t nvme_persist_reboot_write ;;
     check)
-        t pmem_contents_survive_reboot persist rust_pmem /dev/rpmem0 4242 check
-        t nvme_contents_survive_reboot persist rust_nvme_mq /dev/rnvme0n1 4343 check ;;
+        t pmem_contents_survive_reboot
+        t nvme_contents_survive_reboot ;;
     *) echo "usage: $0 write|check"; exit 2 ;;
 esac

@@ -9,6 +9,7 @@
 #  - the virtio-pmem region: rust_pmem refuses it with a message (its queue_rq cannot wait for
 #    the host's flush), the namespace stays free, and nd_pmem serves it, fsync included.
 source /tests/lib.sh
+suite_help "$@"
 
 # region_of KIND: the region whose device path contains KIND (ACPI0012 for the NFIT NVDIMM,
 # virtio for virtio-pmem).
@@ -32,12 +33,12 @@ disk_of() {
 }
 unload_all() { unload_module rust_pmem 2>/dev/null || true; modprobe -r nd_pmem 2>/dev/null || true; }
 
-test_regions_present() {
+test_pmem_flush_regions_present() {
     region_of ACPI0012 >/dev/null || fail "no NVDIMM region: $(ls $ND/devices)"
     region_of virtio >/dev/null || fail "no virtio-pmem region (boot with guest.sh --virtio-pmem): $(ls $ND/devices)"
 }
 
-test_fua_and_write_cache_like_c() {
+test_pmem_flush_fua_and_write_cache_like_c() {
     local ns rust c disk
     ns=$(namespace_of ACPI0012)
     unload_all
@@ -53,7 +54,7 @@ test_fua_and_write_cache_like_c() {
     expect_eq "rust_pmem's fua and write_cache vs nd_pmem's on $ns" "$rust" "$c"
 }
 
-test_async_region_refused() {
+test_pmem_flush_async_region_refused() {
     local ns
     ns=$(namespace_of virtio)
     unload_all
@@ -84,7 +85,7 @@ test_c_nd_pmem_serves_async_region() {
     modprobe -r nd_pmem
 }
 
-t pmem_flush_regions_present test_regions_present
-t pmem_flush_fua_and_write_cache_like_c test_fua_and_write_cache_like_c
-t pmem_flush_async_region_refused test_async_region_refused
-t c_nd_pmem_serves_async_region test_c_nd_pmem_serves_async_region
+t pmem_flush_regions_present
+t pmem_flush_fua_and_write_cache_like_c
+t pmem_flush_async_region_refused
+t c_nd_pmem_serves_async_region

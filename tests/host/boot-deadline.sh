@@ -2,8 +2,8 @@
 # Host test: a guest that does not reach /init in time is ended at guest.sh's --init-deadline
 # (exit 120, with the reason), not at the boot's --timeout, and no initramfs is left behind.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../../scripts/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -16,11 +16,7 @@ no lock on the NVDIMM image (the next boot can start at once).
 Prints "PASS name" / "FAIL name" lines.
 USAGE
 }
-case "${1:-}" in
-    -h|--help) usage; exit 0 ;;
-    "") ;;
-    *) echo "boot-deadline: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
-esac
+help_or_no_args "$@"
 
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${RBLK_OUT:-$TOP/out}

@@ -2,23 +2,19 @@
 # Host test: every script in scripts/ answers --help with its usage and refuses a bad argument
 # with a message that names it, without doing any work.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../../scripts/lib.sh"
 
 usage() {
     cat <<USAGE
 Usage: $0 [--help]
 
-For each scripts/*.sh and tests/host/*.sh: "--help" must exit 0 and print "Usage:"; "--no-such-option" must exit
+For each scripts/*.sh and tests/host/*.sh but the library scripts/lib.sh: "--help" must exit 0 and print "Usage:"; "--no-such-option" must exit
 non-zero within ${LIMIT:-20} s and say on stderr which argument was wrong. Prints one
 "PASS name" / "FAIL name" line per script.
 USAGE
 }
-case "${1:-}" in
-    -h|--help) usage; exit 0 ;;
-    "") ;;
-    *) echo "cli: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
-esac
+help_or_no_args "$@"
 
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 LIMIT=20
@@ -27,6 +23,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 for script in "$TOP"/scripts/*.sh "$TOP"/tests/host/*.sh; do
+    # scripts/lib.sh is a library the others source, not a command (not executable).
+    [[ -x "$script" ]] || continue
     name=$(basename "$script" .sh | tr '-' '_')
     why=""
     # A wrong answer must not start real work, so both calls run under a short timeout and

@@ -3,8 +3,8 @@
 # against an empty temporary cache (what a new machine has) and checks that they produce a
 # patched, configured tree. The full build is not repeated here.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../../scripts/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -23,7 +23,7 @@ case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     --keep) KEEP=1 ;;
     "") ;;
-    *) echo "cold-path: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    *) unknown_arg "$1" ;;
 esac
 
 TOP=$(cd "$(dirname "$0")/../.." && pwd)

@@ -3,8 +3,8 @@
 # command the project's scripts call. Catches image drift (a preinstalled package that conflicts
 # with the list) and a command missing from the list, on any machine, even one that has it all.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../../scripts/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -25,11 +25,7 @@ Two checks, each printing "PASS name" or "FAIL name" with the reason:
 Takes ~5 s. Needs shfmt (in setup-host's list).
 USAGE
 }
-case "${1:-}" in
-    -h|--help) usage; exit 0 ;;
-    "") ;;
-    *) echo "host-deps: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
-esac
+help_or_no_args "$@"
 
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -45,15 +41,24 @@ else
     fail host_setup_installable "scripts/setup-host.sh --check failed:" "$out"
 fi
 
-# commands FILE...: "NAME FILE:LINE" for every command word in the scripts, builtins and the
-# scripts' own functions left out.
-commands() {
-    local f
-    for f in "$@"; do
-        shfmt --to-json <"$f" | python3 -c '
-import json, sys
+# The command words of one script (shfmt's JSON on stdin, its path as the argument): "NAME
+# FILE:LINE" each, builtins and the script's own functions left out, and those of scripts/lib.sh
+# (LIB_FUNCS) in a script that sources it (a `source` or `.` whose path ends in lib.sh): shfmt
+# parses each file alone. With --funcs as a second argument: the functions the script defines.
+PARSE='
+import json, os, sys
 WRAPPERS = {"timeout", "setsid", "nice", "xargs", "exec", "env", "flock", "timed", "command"}
 funcs, calls = set(), []
+def lits(node):
+    # every literal piece of a word, quoted or not
+    if isinstance(node, dict):
+        if node.get("Type") == "Lit":
+            yield node["Value"]
+        for v in node.values():
+            yield from lits(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from lits(v)
 def lit(word):
     parts = (word or {}).get("Parts") or []
     if len(parts) == 1 and parts[0].get("Type") == "Lit":
@@ -67,6 +72,9 @@ def walk(node):
         if t == "CallExpr" and node.get("Args"):
             words = [lit(a) for a in node["Args"]]
             line = node["Pos"]["Line"]
+            if words[0] in ("source", ".") and len(node["Args"]) > 1 and \
+                    "".join(lits(node["Args"][1])).endswith("lib.sh"):
+                funcs.update(os.environ.get("LIB_FUNCS", "").split())
             i = 0
             while i < len(words) and words[i] is not None:
                 calls.append((words[i], line))
@@ -83,10 +91,22 @@ def walk(node):
         for v in node:
             walk(v)
 walk(json.load(sys.stdin))
+if sys.argv[2:] == ["--funcs"]:
+    print("\n".join(sorted(funcs)))
+    sys.exit(0)
+if sys.argv[1] == "scripts/lib.sh":
+    funcs.add("usage")  # each script that sources the library defines its usage()
 for name, line in calls:
     if name not in funcs and "=" not in name:
         print(name, sys.argv[1] + ":" + str(line))
-' "${f#"$TOP"/}"
+'
+# commands FILE...: what PARSE prints for each file.
+commands() {
+    local f lib_funcs
+    lib_funcs=$(shfmt --to-json <"$TOP/scripts/lib.sh" | python3 -c "$PARSE" scripts/lib.sh --funcs)
+    [[ -n "$lib_funcs" ]] || { echo "host-deps: no functions found in scripts/lib.sh" >&2; return 1; }
+    for f in "$@"; do
+        shfmt --to-json <"$f" | LIB_FUNCS="$lib_funcs" python3 -c "$PARSE" "${f#"$TOP"/}"
     done
 }
 

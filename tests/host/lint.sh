@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Host test: the drivers are rustfmt-clean and clippy-clean against the built kernel.
 set -euo pipefail
-# Never fail silently: name the command that failed under set -e.
-trap 'echo "${0##*/}: line $LINENO: command failed (exit $?): $BASH_COMMAND" >&2' ERR
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../../scripts/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -15,11 +15,7 @@ built (scripts/build-kernel.sh). Prints "PASS name" / "FAIL name" per check, wit
 offending lines on failure.
 USAGE
 }
-case "${1:-}" in
-    -h|--help) usage; exit 0 ;;
-    "") ;;
-    *) echo "lint: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
-esac
+help_or_no_args "$@"
 
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 KDIR=$("$TOP/scripts/build-kernel.sh" --print-dir)

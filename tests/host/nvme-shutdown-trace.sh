@@ -6,6 +6,8 @@
 # every I/O completion queue (Delete CQ), and only then was CC.SHN set, with the controller
 # still enabled until then. Prints PASS/FAIL lines named NAME_*.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/../../scripts/lib.sh"
 
 usage() {
     cat <<USAGE
@@ -20,9 +22,9 @@ NVME_SHUTDOWN_TRACE_EVENTS=pci_nvme_mmio_start_success,pci_nvme_create_sq,pci_nv
 case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     --events) echo "$NVME_SHUTDOWN_TRACE_EVENTS"; exit 0 ;;
-    -*) echo "nvme-shutdown-trace: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    -*) usage_error "unknown option '$1'" ;;
 esac
-[[ $# == 2 ]] || { usage >&2; exit 2; }
+[[ $# == 2 ]] || usage_error "need LOG.trace and NAME (got $# arguments)"
 trace=$1 name=$2
 if [[ ! -s "$trace" ]]; then
     echo "FAIL ${name}_trace_recorded"
