@@ -270,52 +270,61 @@ const _: () = assert!(size_of::<IdCtrl>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<IdNs>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<NsList>() == IDENTIFY_SIZE);
 
-/// Status code types.
-pub(crate) const SCT_GENERIC: u16 = 0;
-pub(crate) const SCT_CMD_SPECIFIC: u16 = 1;
-pub(crate) const SCT_MEDIA: u16 = 2;
-pub(crate) const SCT_PATH: u16 = 3;
-// Generic status codes.
-pub(crate) const SC_INVALID_OPCODE: u16 = 0x01;
-pub(crate) const SC_INVALID_FIELD: u16 = 0x02;
-pub(crate) const SC_INVALID_NS: u16 = 0x0b;
-pub(crate) const SC_LBA_RANGE: u16 = 0x80;
-pub(crate) const SC_CAP_EXCEEDED: u16 = 0x81;
-pub(crate) const SC_RESERVATION_CONFLICT: u16 = 0x83;
-// Command specific status codes.
-pub(crate) const SC_ONCS_NOT_SUPPORTED: u16 = 0x0d;
-pub(crate) const SC_READ_ONLY: u16 = 0x82;
-// Media status codes.
-pub(crate) const SC_WRITE_FAULT: u16 = 0x80;
-pub(crate) const SC_READ_ERROR: u16 = 0x81;
-pub(crate) const SC_GUARD_CHECK: u16 = 0x82;
-pub(crate) const SC_APPTAG_CHECK: u16 = 0x83;
-pub(crate) const SC_REFTAG_CHECK: u16 = 0x84;
-pub(crate) const SC_COMPARE_FAILED: u16 = 0x85;
-pub(crate) const SC_ACCESS_DENIED: u16 = 0x86;
-pub(crate) const SC_UNWRITTEN_BLOCK: u16 = 0x87;
+/// Status field bits of a completion (without the phase tag), as C's `NVME_STATUS_*`.
+pub(crate) const STATUS_SCT_SC_MASK: u16 = 0x07ff;
+/// Do Not Retry: the same command would fail again.
+pub(crate) const STATUS_DNR: u16 = 0x4000;
 
-/// Map an NVMe completion status field (without the phase bit) to a block error.
+// Status codes as C's `NVME_SC_*`: the status code type in bits 10:8, the code in bits 7:0.
+pub(crate) const SC_SUCCESS: u16 = 0x000;
+pub(crate) const SC_INVALID_OPCODE: u16 = 0x001;
+pub(crate) const SC_INVALID_FIELD: u16 = 0x002;
+pub(crate) const SC_INVALID_NS: u16 = 0x00b;
+pub(crate) const SC_CMD_INTERRUPTED: u16 = 0x021;
+pub(crate) const SC_LBA_RANGE: u16 = 0x080;
+pub(crate) const SC_CAP_EXCEEDED: u16 = 0x081;
+pub(crate) const SC_NS_NOT_READY: u16 = 0x082;
+pub(crate) const SC_RESERVATION_CONFLICT: u16 = 0x083;
+pub(crate) const SC_BAD_ATTRIBUTES: u16 = 0x180;
+pub(crate) const SC_INVALID_PI: u16 = 0x181;
+pub(crate) const SC_READ_ONLY: u16 = 0x182;
+pub(crate) const SC_ZONE_TOO_MANY_ACTIVE: u16 = 0x1bd;
+pub(crate) const SC_ZONE_TOO_MANY_OPEN: u16 = 0x1be;
+pub(crate) const SC_WRITE_FAULT: u16 = 0x280;
+pub(crate) const SC_READ_ERROR: u16 = 0x281;
+pub(crate) const SC_GUARD_CHECK: u16 = 0x282;
+pub(crate) const SC_APPTAG_CHECK: u16 = 0x283;
+pub(crate) const SC_REFTAG_CHECK: u16 = 0x284;
+pub(crate) const SC_COMPARE_FAILED: u16 = 0x285;
+pub(crate) const SC_ACCESS_DENIED: u16 = 0x286;
+pub(crate) const SC_UNWRITTEN_BLOCK: u16 = 0x287;
+pub(crate) const SC_HOST_PATH_ERROR: u16 = 0x370;
+
+/// Map an NVMe completion status field (without the phase tag) to the error the block layer
+/// reports, the way C's `nvme_error_status` (7.3) does: the errno of the `BLK_STS_*` C picks
+/// (`blk_status_to_errno`). The retry bits (DNR, More, CRD) do not change the mapping.
 pub(crate) fn status_to_result(status: u16) -> Result {
-    let sc = status & 0xff;
-    let sct = (status >> 8) & 0x7;
-    if sc == 0 && sct == 0 {
-        return Ok(());
-    }
-    Err(match (sct, sc) {
-        (SCT_GENERIC, SC_INVALID_OPCODE | SC_INVALID_FIELD | SC_INVALID_NS)
-        | (SCT_CMD_SPECIFIC, SC_ONCS_NOT_SUPPORTED) => EOPNOTSUPP,
-        (SCT_GENERIC, SC_CAP_EXCEEDED) => ENOSPC,
-        (SCT_GENERIC, SC_LBA_RANGE) => EREMOTEIO,
-        (SCT_GENERIC, SC_RESERVATION_CONFLICT) => EBADE,
-        (SCT_CMD_SPECIFIC, SC_READ_ONLY)
-        | (
-            SCT_MEDIA,
-            SC_WRITE_FAULT | SC_READ_ERROR | SC_UNWRITTEN_BLOCK | SC_ACCESS_DENIED
-            | SC_COMPARE_FAILED,
-        ) => ENODATA,
-        (SCT_MEDIA, SC_GUARD_CHECK | SC_APPTAG_CHECK | SC_REFTAG_CHECK) => EILSEQ,
-        (SCT_PATH, _) => ENOLINK,
+    Err(match status & STATUS_SCT_SC_MASK {
+        SC_SUCCESS => return Ok(()),
+        // BLK_STS_NOSPC
+        SC_CAP_EXCEEDED => ENOSPC,
+        // BLK_STS_TARGET
+        SC_LBA_RANGE | SC_CMD_INTERRUPTED | SC_NS_NOT_READY => EREMOTEIO,
+        // BLK_STS_NOTSUPP
+        SC_BAD_ATTRIBUTES | SC_INVALID_OPCODE | SC_INVALID_FIELD | SC_INVALID_NS => EOPNOTSUPP,
+        // BLK_STS_MEDIUM
+        SC_WRITE_FAULT | SC_READ_ERROR | SC_UNWRITTEN_BLOCK | SC_ACCESS_DENIED | SC_READ_ONLY
+        | SC_COMPARE_FAILED => ENODATA,
+        // BLK_STS_PROTECTION
+        SC_GUARD_CHECK | SC_APPTAG_CHECK | SC_REFTAG_CHECK | SC_INVALID_PI => EILSEQ,
+        // BLK_STS_RESV_CONFLICT
+        SC_RESERVATION_CONFLICT => EBADE,
+        // BLK_STS_TRANSPORT
+        SC_HOST_PATH_ERROR => ENOLINK,
+        // BLK_STS_ZONE_ACTIVE_RESOURCE, BLK_STS_ZONE_OPEN_RESOURCE
+        SC_ZONE_TOO_MANY_ACTIVE => EOVERFLOW,
+        SC_ZONE_TOO_MANY_OPEN => ETOOMANYREFS,
+        // BLK_STS_IOERR
         _ => EIO,
     })
 }
@@ -346,19 +355,54 @@ impl kernel::fmt::Display for IdString<'_> {
 mod tests {
     use super::*;
 
+    /// Every status C 7.3's `nvme_error_status` names, with the errno of the block status it
+    /// returns, and a few it does not name (`BLK_STS_IOERR`).
+    const C_MAPPING: &[(u16, Option<Error>)] = &[
+        (SC_SUCCESS, None),
+        (SC_CAP_EXCEEDED, Some(ENOSPC)),
+        (SC_LBA_RANGE, Some(EREMOTEIO)),
+        (SC_CMD_INTERRUPTED, Some(EREMOTEIO)),
+        (SC_NS_NOT_READY, Some(EREMOTEIO)),
+        (SC_BAD_ATTRIBUTES, Some(EOPNOTSUPP)),
+        (SC_INVALID_OPCODE, Some(EOPNOTSUPP)),
+        (SC_INVALID_FIELD, Some(EOPNOTSUPP)),
+        (SC_INVALID_NS, Some(EOPNOTSUPP)),
+        (SC_WRITE_FAULT, Some(ENODATA)),
+        (SC_READ_ERROR, Some(ENODATA)),
+        (SC_UNWRITTEN_BLOCK, Some(ENODATA)),
+        (SC_ACCESS_DENIED, Some(ENODATA)),
+        (SC_READ_ONLY, Some(ENODATA)),
+        (SC_COMPARE_FAILED, Some(ENODATA)),
+        (SC_GUARD_CHECK, Some(EILSEQ)),
+        (SC_APPTAG_CHECK, Some(EILSEQ)),
+        (SC_REFTAG_CHECK, Some(EILSEQ)),
+        (SC_INVALID_PI, Some(EILSEQ)),
+        (SC_RESERVATION_CONFLICT, Some(EBADE)),
+        (SC_HOST_PATH_ERROR, Some(ENOLINK)),
+        (SC_ZONE_TOO_MANY_ACTIVE, Some(EOVERFLOW)),
+        (SC_ZONE_TOO_MANY_OPEN, Some(ETOOMANYREFS)),
+        // Not named by C: BLK_STS_IOERR. 0x10d (Feature Not Saveable) is not "ONCS not
+        // supported"; path errors other than Host Path Error are not transport errors.
+        (0x006, Some(EIO)),
+        (0x10d, Some(EIO)),
+        (0x371, Some(EIO)),
+        (0x300, Some(EIO)),
+    ];
+
     #[test]
-    fn status_mapping() {
-        assert_eq!(status_to_result(0), Ok(()));
-        assert_eq!(status_to_result(SC_INVALID_OPCODE), Err(EOPNOTSUPP));
-        assert_eq!(status_to_result(SC_LBA_RANGE), Err(EREMOTEIO));
-        assert_eq!(
-            status_to_result((SCT_MEDIA << 8) | SC_READ_ERROR),
-            Err(ENODATA)
-        );
-        assert_eq!(
-            status_to_result((SCT_MEDIA << 8) | SC_GUARD_CHECK),
-            Err(EILSEQ)
-        );
-        assert_eq!(status_to_result(0x06), Err(EIO));
+    fn status_mapping_as_c() {
+        for &(status, want) in C_MAPPING {
+            let want = want.map_or(Ok(()), Err);
+            assert_eq!(status_to_result(status), want);
+        }
+    }
+
+    #[test]
+    fn retry_bits_do_not_change_the_mapping() {
+        for &(status, want) in C_MAPPING {
+            let want = want.map_or(Ok(()), Err);
+            // DNR, More and CRD = 3 set.
+            assert_eq!(status_to_result(status | STATUS_DNR | 0x3800), want);
+        }
     }
 }
