@@ -247,6 +247,11 @@ module! {
             description: "Timeout of admin commands in seconds (1..=3600)",
             perm: 0o444,
         },
+        max_retries: u32 {
+            default: 5,
+            description: "How many times an I/O command that failed without Do Not Retry is sent again (0..=255)",
+            perm: 0o444,
+        },
     },
 }
 
@@ -256,6 +261,8 @@ const MIN_QUEUE_DEPTH: u32 = 2;
 const MAX_QUEUE_DEPTH: u32 = 1 << 16;
 /// Range of `io_timeout` and `admin_timeout`, in seconds.
 const TIMEOUT_RANGE_S: core::ops::RangeInclusive<u32> = 1..=3600;
+/// Largest `max_retries` (C's parameter is a byte).
+const MAX_RETRIES: u32 = 255;
 
 /// Set by a probe that failed because of a module parameter, so that insmod fails.
 static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
@@ -594,6 +601,12 @@ fn check_params() -> Result {
             return Err(EINVAL);
         }
     }
+    let retries = module_parameters::max_retries.value();
+    if retries > MAX_RETRIES {
+        pr_err!("max_retries={retries} is out of range (0..={MAX_RETRIES})\n");
+        return Err(EINVAL);
+    }
+    queue::set_max_retries(retries);
     Ok(())
 }
 
@@ -610,13 +623,14 @@ impl kernel::InPlaceModule for RustNvmeMq {
             check_params()?;
             PARAM_ERROR.store(0, Relaxed);
             pr_info!(
-                "loaded: overflow={} io_queue_depth={} nr_io_queues={} poll_queues={} io_timeout={} admin_timeout={}\n",
+                "loaded: overflow={} io_queue_depth={} nr_io_queues={} poll_queues={} io_timeout={} admin_timeout={} max_retries={}\n",
                 module_parameters::overflow.value(),
                 module_parameters::io_queue_depth.value(),
                 module_parameters::nr_io_queues.value(),
                 module_parameters::poll_queues.value(),
                 module_parameters::io_timeout.value(),
-                module_parameters::admin_timeout.value()
+                module_parameters::admin_timeout.value(),
+                module_parameters::max_retries.value()
             );
             Ok(try_pin_init!(Self {
                 _driver <- driver::Registration::new(c"rust_nvme_mq", module),

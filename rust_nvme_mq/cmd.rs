@@ -118,6 +118,67 @@ impl Sqe {
     pub(crate) fn slba(self, lba: u64) -> Self {
         self.cdw10(lba as u32).cdw11((lba >> 32) as u32)
     }
+
+    /// What an error line says of the command: its opcode, and the starting LBA and the
+    /// number of blocks of a read, write or write zeroes (0 for other commands).
+    pub(crate) fn describe(&self) -> Described {
+        let (lba, blocks) = match self.opcode {
+            NVM_READ | NVM_WRITE | NVM_WRITE_ZEROES => (
+                u64::from(self.cdw10) | (u64::from(self.cdw11) << 32),
+                (self.cdw12 & 0xffff) + 1,
+            ),
+            _ => (0, 0),
+        };
+        Described {
+            opcode: self.opcode,
+            lba,
+            blocks,
+        }
+    }
+}
+
+/// An I/O command as an error line names it (see [`Sqe::describe`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Described {
+    opcode: u8,
+    lba: u64,
+    blocks: u32,
+}
+
+impl kernel::fmt::Display for Described {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let name = match self.opcode {
+            NVM_FLUSH => "Flush",
+            NVM_WRITE => "Write",
+            NVM_READ => "Read",
+            NVM_WRITE_ZEROES => "Write Zeroes",
+            NVM_DSM => "Dataset Management",
+            _ => "I/O command",
+        };
+        write!(f, "{name}({:#04x})", self.opcode)?;
+        if self.blocks > 0 {
+            write!(f, " @ LBA {}, {} blocks", self.lba, self.blocks)?;
+        }
+        Ok(())
+    }
+}
+
+/// A completion status as an error line shows it: its type and code, and the More and Do Not
+/// Retry bits.
+pub(crate) struct StatusText(pub(crate) u16);
+
+impl kernel::fmt::Display for StatusText {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let s = self.0;
+        write!(f, "sct {:#x} / sc {:#04x}", (s >> 8) & 0x7, s & 0xff)?;
+        if s & STATUS_MORE != 0 {
+            write!(f, " MORE")?;
+        }
+        if s & STATUS_DNR != 0 {
+            write!(f, " DNR")?;
+        }
+        Ok(())
+    }
 }
 
 /// A completion queue entry (16 bytes).
@@ -272,8 +333,16 @@ const _: () = assert!(size_of::<NsList>() == IDENTIFY_SIZE);
 
 /// Status field bits of a completion (without the phase tag), as C's `NVME_STATUS_*`.
 pub(crate) const STATUS_SCT_SC_MASK: u16 = 0x07ff;
+/// More status information in the Error Information log.
+pub(crate) const STATUS_MORE: u16 = 0x2000;
 /// Do Not Retry: the same command would fail again.
 pub(crate) const STATUS_DNR: u16 = 0x4000;
+
+/// Whether a command that completed with `status` may be sent again: an error without Do Not
+/// Retry (C's `nvme_decide_disposition`, before its limit on retries).
+pub(crate) fn status_is_retryable(status: u16) -> bool {
+    status & STATUS_SCT_SC_MASK != SC_SUCCESS && status & STATUS_DNR == 0
+}
 
 // Status codes as C's `NVME_SC_*`: the status code type in bits 10:8, the code in bits 7:0.
 pub(crate) const SC_SUCCESS: u16 = 0x000;
@@ -404,5 +473,14 @@ mod tests {
             // DNR, More and CRD = 3 set.
             assert_eq!(status_to_result(status | STATUS_DNR | 0x3800), want);
         }
+    }
+
+    #[test]
+    fn retryable() {
+        assert!(!status_is_retryable(SC_SUCCESS));
+        assert!(!status_is_retryable(STATUS_MORE));
+        assert!(status_is_retryable(SC_CMD_INTERRUPTED));
+        assert!(status_is_retryable(SC_READ_ERROR | STATUS_MORE));
+        assert!(!status_is_retryable(SC_READ_ERROR | STATUS_DNR));
     }
 }

@@ -386,7 +386,7 @@ impl QueueSet {
 }
 
 /// The column names of [`Counters`].
-pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained";
+pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained retried";
 
 /// The counters of a queue as one line of numbers (debugfs, and the kernel log at removal),
 /// in the order of [`COUNTER_COLUMNS`].
@@ -407,7 +407,7 @@ impl kernel::fmt::Display for Counters<'_> {
         } = q.occupancy();
         write!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             q.qid,
             s.submitted.load(Relaxed),
             s.completed.load(Relaxed),
@@ -423,7 +423,8 @@ impl kernel::fmt::Display for Counters<'_> {
             s.requeued.load(Relaxed),
             u8::from(self.poll),
             s.polled.load(Relaxed),
-            s.hotplug_drained.load(Relaxed)
+            s.hotplug_drained.load(Relaxed),
+            s.retried.load(Relaxed)
         )
     }
 }
