@@ -63,8 +63,7 @@ struct InjectFile(Arc<Ctrl>);
 
 impl core::fmt::Debug for InjectFile {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        for q in self.0.queues.iter() {
-            let (count, status) = q.inject.get();
+        for (count, status) in self.0.queues.injecting() {
             writeln!(f, "{} {:#x}", count, status)?;
         }
         Ok(())
@@ -98,9 +97,7 @@ impl Reader for InjectFile {
             return Err(EINVAL);
         }
         let count = parse_number(count)?;
-        for q in self.0.queues.iter() {
-            q.inject.set(status, count);
-        }
+        self.0.queues.inject(status, count);
         Ok(())
     }
 }

@@ -547,7 +547,10 @@ impl IoQueue {
                 return Err(SubmitError::Failed(rq, e));
             }
         };
+        sqe.set_cid(cid);
         slot.rq = Some(rq);
+        slot.sqe = sqe;
+        slot.retries = 0;
         st.occupy(cid, origin);
         self.stats.submitted.add(1, Relaxed);
         if delivery == Delivery::Lose {
@@ -558,9 +561,6 @@ impl IoQueue {
             );
             return Ok(());
         }
-        sqe.set_cid(cid);
-        slot.sqe = sqe;
-        slot.retries = 0;
         self.push(st, sqe);
         Ok(())
     }

@@ -375,6 +375,17 @@ impl QueueSet {
         admin.delete_io_queues(regs, &self.queues)
     }
 
+    /// Fault injection (debugfs, tests only): the next `count` successful completions of each
+    /// queue get `status`.
+    pub(crate) fn inject(&self, status: u16, count: u32) {
+        self.queues.iter().for_each(|q| q.inject.set(status, count));
+    }
+
+    /// What each queue still injects: completions left and status.
+    pub(crate) fn injecting(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.queues.iter().map(|q| q.inject.get())
+    }
+
     /// The counters of every queue, one [`Counters`] line each.
     pub(crate) fn counters(&self) -> impl Iterator<Item = Counters<'_>> {
         let nr_irq = self.nr_irq();
