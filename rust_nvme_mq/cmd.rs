@@ -398,6 +398,56 @@ pub(crate) fn status_to_result(status: u16) -> Result {
     })
 }
 
+/// The size and format of a namespace, from its Identify Namespace data.
+pub(crate) struct NsFormat {
+    pub(crate) nsid: u32,
+    /// Size in logical blocks.
+    pub(crate) nsze: u64,
+    /// Logical block size, as a shift.
+    pub(crate) lba_shift: u32,
+}
+
+impl NsFormat {
+    /// Capacity in 512-byte sectors.
+    pub(crate) fn sectors(&self) -> u64 {
+        self.nsze << (self.lba_shift - kernel::block::SECTOR_SHIFT)
+    }
+}
+
+/// The format of namespace `nsid` from its Identify Namespace data; `None` if it is empty or
+/// its format is not supported (said on `dev`).
+pub(crate) fn ns_format(
+    dev: &kernel::device::Device,
+    nsid: u32,
+    id: CoherentView<'_, IdNs>,
+) -> Result<Option<NsFormat>> {
+    let nsze: u64 = kernel::io::io_read!(id, .nsze);
+    let flbas: u8 = kernel::io::io_read!(id, .flbas);
+    let format = usize::from(flbas & 0xf);
+    let lba_shift = u32::from(kernel::io::io_read!(id, .lbaf[try: format].lbads));
+    let metadata: u16 = kernel::io::io_read!(id, .lbaf[try: format].ms);
+    if nsze == 0 {
+        return Ok(None);
+    }
+    let page_shift = kernel::page::PAGE_SIZE.trailing_zeros();
+    if !(kernel::block::SECTOR_SHIFT..=page_shift).contains(&lba_shift) || metadata != 0 {
+        dev_warn!(
+            dev,
+            "namespace {}: LBA format {} (2^{} bytes, {} metadata bytes) not supported\n",
+            nsid,
+            format,
+            lba_shift,
+            metadata
+        );
+        return Ok(None);
+    }
+    Ok(Some(NsFormat {
+        nsid,
+        nsze,
+        lba_shift,
+    }))
+}
+
 /// An identify string (serial, model): ASCII padded with spaces.
 pub(crate) struct IdString<'a>(pub(crate) &'a [u8]);
 
