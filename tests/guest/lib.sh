@@ -47,6 +47,19 @@ fail() { echo "assertion failed: $*"; exit 1; }
 # expect_eq WHAT GOT WANT
 expect_eq() { [[ "$2" == "$3" ]] || fail "$1: got '$2', want '$3'"; }
 
+# wait_io DISK: wait until I/O reaches DISK (the requests it completed, in /sys/block/DISK/stat,
+# rise by 16 or more): a load started in the background is running, not still starting (that
+# takes seconds on the debug kernel), before a test pulls or resets the device under it.
+wait_io() {
+    local stat=/sys/block/$1/stat start i
+    start=$(awk '{ print $1 + $5 }' "$stat")
+    for i in $(seq 300); do
+        (($(awk '{ print $1 + $5 }' "$stat") >= start + 16)) && return 0
+        sleep 0.1
+    done
+    fail "no I/O reached $1 within 30 s of starting the load"
+}
+
 # The first disk of a driver appears asynchronously with udev-less devtmpfs; wait for it.
 wait_dev() {
     local dev=$1 i

@@ -230,7 +230,7 @@ test_nvme_cli_reset_then_io() {
         --size=32M --time_based --runtime=4 --verify=crc32c --verify_fatal=1 --verify_backlog=256 \
         --output-format=terse --output=/tmp/fio.out &
     local pid=$!
-    sleep 1
+    wait_io rnvme0n1
     nvme reset $CDEV || fail "nvme reset during I/O failed"
     wait $pid || { cat /tmp/fio.out; fail "fio failed across the reset"; }
     fio_verified /tmp/fio.out $(((256 + 16) * 4))  # a backlog batch and the queue depth

@@ -156,7 +156,7 @@ test_poll_queue_reset() {
         --rw=randrw --bs=4k --size=32m --numjobs=2 --offset_increment=32m --time_based \
         --runtime=5 >/tmp/fio.out 2>&1 &
     local pid=$!
-    sleep 1
+    wait_io rnvme0n1
     echo 1 >$k/lose_commands
     wait $pid || { cat /tmp/fio.out; fail "polled fio saw errors across the reset"; }
     dmesg | grep -E "timed out, aborting|resetting the controller|reset done" || true

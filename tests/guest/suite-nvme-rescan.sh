@@ -62,7 +62,7 @@ test_nvme_rescan_unchanged() {
         --size=32M --time_based --runtime=5 --verify=crc32c --verify_fatal=1 --verify_backlog=256 \
         --output-format=terse --output=/tmp/fio.out &
     local pid=$! i
-    sleep 1
+    wait_io rnvme0n1
     for i in 1 2 3 4 5 6 7 8; do
         nvme ns-rescan $CDEV || fail "nvme ns-rescan $i during I/O failed"
         sleep 0.3

@@ -152,9 +152,9 @@ test_nvme_reset_dead_controller_removed() {
     load_nvme io_timeout=2 admin_timeout=2
     local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 pid i
     fio --name=dead --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 --rw=randread \
-        --bs=4k --size=64m --time_based --runtime=600 >/tmp/dead.out 2>&1 &
+        --bs=4k --size=64m --time_based --runtime=600 --allow_file_create=0 >/tmp/dead.out 2>&1 &
     pid=$!
-    sleep 2
+    wait_io rnvme0n1
     echo 1000 >$k/fail_resets
     echo 1 >$k/lose_commands
     for i in $(seq 120); do [[ -e /sys/block/rnvme0n1 ]] || break; sleep 1; done

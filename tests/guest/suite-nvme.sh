@@ -251,9 +251,10 @@ test_nvme_unbind_under_load_clean() {
     head -c $((4 << 20)) /dev/urandom >/tmp/known
     dd if=/tmp/known of=$DEV bs=1M seek=200 oflag=direct,sync status=none
     fio --name=load --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 --rw=randrw \
-        --bs=4k --size=128m --numjobs=2 --time_based --runtime=20 >/tmp/fio.out 2>&1 &
+        --bs=4k --size=128m --numjobs=2 --time_based --runtime=20 --allow_file_create=0 \
+        >/tmp/fio.out 2>&1 &
     local pid=$!
-    sleep 2
+    wait_io rnvme0n1
     echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/unbind
     [[ ! -e $DEV ]] || fail "$DEV still there after unbind"
     wait $pid && echo "fio ended without error" || echo "fio saw errors after the unbind (expected)"
@@ -310,7 +311,7 @@ test_nvme_timeout_abort_reset() {
         --bs=4k --size=64m --numjobs=2 --offset_increment=64m --time_based --runtime=5 \
         >/tmp/fio.out 2>&1 &
     local pid=$!
-    sleep 1
+    wait_io rnvme0n1
     echo 2 >$k/lose_commands
     wait $pid || { cat /tmp/fio.out; fail "fio saw errors across the resets"; }
     [[ $(dmesg | grep -c "controller reset done") -ge 2 ]] || fail "no second reset"
