@@ -101,10 +101,24 @@
 //! controller ioctls except the rescan (as in C). Admin commands from user space run on the
 //! admin queue with their data in a bounce buffer (at most 256 KiB), with the C driver's
 //! permission checks; see `rust_nvme_mq/ioctl.rs`. A rescan (`nvme ns-rescan`) runs probe's
-//! namespace scan again: it reads the active namespace list, adds disks for new namespaces
-//! and removes those of vanished ones, leaving the others alone (`rust_nvme_mq/rescan.rs`,
+//! namespace scan again: it reads the active namespace list, adds disks for new namespaces,
+//! removes those of vanished ones and revalidates the others (`rust_nvme_mq/rescan.rs`,
 //! `ns.rs`); there are no asynchronous events, so a namespace attached or detached behind the
-//! driver's back shows only then.
+//! driver's back shows only then. Admin commands that change what a namespace is (Format NVM,
+//! Sanitize) run with every disk frozen (`GenDisk::freeze`: no request in flight, new ones
+//! wait), and each disk is revalidated before it runs again: a new logical block size or
+//! capacity is set on the frozen disk (`Frozen::set_format`), and a namespace whose new format
+//! the driver cannot serve (metadata) loses its disk, or, when the command came through that
+//! disk's own ioctl, gets capacity 0 until the next rescan (C: `nvme_passthru_start/end`).
+//!
+//! # Errors
+//!
+//! A completion's status maps to the errno C's `nvme_error_status` gives (KUnit
+//! `rust_nvme_mq_status`). An I/O command that fails without Do Not Retry is sent again from
+//! its slot, up to `max_retries` (5) times, as C retries it (the Command Retry Delay is not
+//! honoured); a final error prints one line naming the command, its LBA range and the status
+//! (at most 10 lines per 5 s per queue). Passthrough commands are never retried. debugfs
+//! `inject_status` gives the next completions a chosen status, for tests.
 //!
 //! I/O commands (`NVME_IOCTL_IO_CMD`, `NVME_IOCTL_IO64_CMD` on a disk; `NVME_IOCTL_IO_CMD` on
 //! the controller goes to its only namespace, as in C: `nvme read`, `write`, `flush`,

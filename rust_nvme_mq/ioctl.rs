@@ -198,7 +198,9 @@ impl Passthru {
             // Only the admin commands of the controller's ioctls, as in C. Not RESET: it
             // waits for the reset work, which may delete this disk, which waits for this
             // ioctl.
-            NVME_IOCTL_ADMIN_CMD | NVME_IOCTL_ADMIN64_CMD => self.ctrl_ioctl_on(Some(nsid), cmd, arg),
+            NVME_IOCTL_ADMIN_CMD | NVME_IOCTL_ADMIN64_CMD => {
+                self.ctrl_ioctl_on(Some(nsid), cmd, arg)
+            }
             _ => Err(ENOTTY),
         }
     }
@@ -318,12 +320,12 @@ impl Passthru {
     /// Bring disk `d` in line with what Identify Namespace says now.
     fn revalidate(&self, d: &NsDisk) -> Result<Revalidated> {
         let nsid = d.shape.nsid;
-        let format = self
-            .ctrl
-            .live_admin()?
-            .identify::<IdNs, _>(&self.ctrl.regs, nsid, cmd::CNS_NAMESPACE, |id| {
-                cmd::ns_format(&self.parent, nsid, id)
-            })?;
+        let format = self.ctrl.live_admin()?.identify::<IdNs, _>(
+            &self.ctrl.regs,
+            nsid,
+            cmd::CNS_NAMESPACE,
+            |id| cmd::ns_format(&self.parent, nsid, id),
+        )?;
         d.revalidate(&self.parent, self.ctrl.index, format)
     }
 

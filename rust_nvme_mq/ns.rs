@@ -2,8 +2,8 @@
 
 //! Namespaces as disks: the blk-mq operations of the disks (submission goes to the
 //! controller's queue set; timeouts), their tag set, and the one namespace scan that adds a
-//! disk for every active namespace without one and removes the disks of vanished namespaces,
-//! at probe and for a rescan.
+//! disk for every active namespace without one, revalidates the others and removes the disks
+//! of vanished namespaces, at probe and for a rescan.
 
 use crate::{
     cmd::{self, IdNs, NsFormat, NsList},
@@ -68,7 +68,8 @@ impl Operations for NvmeOps {
             Ok(CtrlState::Dead) => return Err(QueueError::new(rq, EIO)),
             Err(e) => return Err(QueueError::new(rq, e)),
         }
-        ctrl.queues.submit(ns.shape.addr(), rq, ctrl.faults.delivery())
+        ctrl.queues
+            .submit(ns.shape.addr(), rq, ctrl.faults.delivery())
     }
 
     fn commit_rqs(_ns: ArcBorrow<'_, Namespace>) {}
@@ -222,8 +223,10 @@ impl Namespaces {
     }
 
     /// The namespace scan, at probe and for a rescan: read the active namespace list, move
-    /// the disks of `disks` whose namespace is no longer active to `gone`, and add a disk for
-    /// every active namespace without one (if its format is supported). `gone` is the
+    /// the disks of `disks` whose namespace is no longer active, or whose new format the
+    /// driver cannot serve, to `gone`, give the others their namespace's format now (see
+    /// [`NsDisk::revalidate`]), and add a disk for every active namespace without one (if its
+    /// format is supported). `gone` is the
     /// caller's, to drop (which removes the disks) once it no longer holds the lock of
     /// `disks`: removing a disk waits for its ioctls, which may wait for that lock.
     pub(crate) fn scan(&self, disks: &mut KVec<NsDisk>, gone: &mut KVec<NsDisk>) -> Result {

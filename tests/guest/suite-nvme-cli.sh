@@ -325,7 +325,7 @@ test_nvme_cli_format_under_io() {
     fio --name=bg --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=8 --rw=randrw \
         --bs=4k --size=64m --time_based --runtime=8 --output-format=terse >/tmp/bg.out 2>&1 &
     local bg=$!
-    sleep 2
+    wait_io rnvme0n1
     format_raw $CDEV 4 || fail "Format NVM under I/O failed"
     expect_eq "block size after a format under I/O" "$(lbs)" 4096
     wait $bg || { cat /tmp/bg.out; fail "the other process's I/O failed across the format"; }
