@@ -101,10 +101,24 @@
 //! controller ioctls except the rescan (as in C). Admin commands from user space run on the
 //! admin queue with their data in a bounce buffer (at most 256 KiB), with the C driver's
 //! permission checks; see `rust_nvme_mq/ioctl.rs`. A rescan (`nvme ns-rescan`) runs probe's
-//! namespace scan again: it reads the active namespace list, adds disks for new namespaces
-//! and removes those of vanished ones, leaving the others alone (`rust_nvme_mq/rescan.rs`,
+//! namespace scan again: it reads the active namespace list, adds disks for new namespaces,
+//! removes those of vanished ones and revalidates the others (`rust_nvme_mq/rescan.rs`,
 //! `ns.rs`); there are no asynchronous events, so a namespace attached or detached behind the
-//! driver's back shows only then.
+//! driver's back shows only then. Admin commands that change what a namespace is (Format NVM,
+//! Sanitize) run with every disk frozen (`GenDisk::freeze`: no request in flight, new ones
+//! wait), and each disk is revalidated before it runs again: a new logical block size or
+//! capacity is set on the frozen disk (`Frozen::set_format`), and a namespace whose new format
+//! the driver cannot serve (metadata) loses its disk, or, when the command came through that
+//! disk's own ioctl, gets capacity 0 until the next rescan (C: `nvme_passthru_start/end`).
+//!
+//! # Errors
+//!
+//! A completion's status maps to the errno C's `nvme_error_status` gives (KUnit
+//! `rust_nvme_mq_status`). An I/O command that fails without Do Not Retry is sent again from
+//! its slot, up to `max_retries` (5) times, as C retries it (the Command Retry Delay is not
+//! honoured); a final error prints one line naming the command, its LBA range and the status
+//! (at most 10 lines per 5 s per queue). Passthrough commands are never retried. debugfs
+//! `inject_status` gives the next completions a chosen status, for tests.
 //!
 //! I/O commands (`NVME_IOCTL_IO_CMD`, `NVME_IOCTL_IO64_CMD` on a disk; `NVME_IOCTL_IO_CMD` on
 //! the controller goes to its only namespace, as in C: `nvme read`, `write`, `flush`,
@@ -247,6 +261,11 @@ module! {
             description: "Timeout of admin commands in seconds (1..=3600)",
             perm: 0o444,
         },
+        max_retries: u32 {
+            default: 5,
+            description: "How many times an I/O command that failed without Do Not Retry is sent again (0..=255)",
+            perm: 0o444,
+        },
     },
 }
 
@@ -256,6 +275,8 @@ const MIN_QUEUE_DEPTH: u32 = 2;
 const MAX_QUEUE_DEPTH: u32 = 1 << 16;
 /// Range of `io_timeout` and `admin_timeout`, in seconds.
 const TIMEOUT_RANGE_S: core::ops::RangeInclusive<u32> = 1..=3600;
+/// Largest `max_retries` (C's parameter is a byte).
+const MAX_RETRIES: u32 = 255;
 
 /// Set by a probe that failed because of a module parameter, so that insmod fails.
 static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
@@ -594,6 +615,12 @@ fn check_params() -> Result {
             return Err(EINVAL);
         }
     }
+    let retries = module_parameters::max_retries.value();
+    if retries > MAX_RETRIES {
+        pr_err!("max_retries={retries} is out of range (0..={MAX_RETRIES})\n");
+        return Err(EINVAL);
+    }
+    queue::set_max_retries(retries);
     Ok(())
 }
 
@@ -610,13 +637,14 @@ impl kernel::InPlaceModule for RustNvmeMq {
             check_params()?;
             PARAM_ERROR.store(0, Relaxed);
             pr_info!(
-                "loaded: overflow={} io_queue_depth={} nr_io_queues={} poll_queues={} io_timeout={} admin_timeout={}\n",
+                "loaded: overflow={} io_queue_depth={} nr_io_queues={} poll_queues={} io_timeout={} admin_timeout={} max_retries={}\n",
                 module_parameters::overflow.value(),
                 module_parameters::io_queue_depth.value(),
                 module_parameters::nr_io_queues.value(),
                 module_parameters::poll_queues.value(),
                 module_parameters::io_timeout.value(),
-                module_parameters::admin_timeout.value()
+                module_parameters::admin_timeout.value(),
+                module_parameters::max_retries.value()
             );
             Ok(try_pin_init!(Self {
                 _driver <- driver::Registration::new(c"rust_nvme_mq", module),

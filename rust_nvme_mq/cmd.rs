@@ -118,6 +118,67 @@ impl Sqe {
     pub(crate) fn slba(self, lba: u64) -> Self {
         self.cdw10(lba as u32).cdw11((lba >> 32) as u32)
     }
+
+    /// What an error line says of the command: its opcode, and the starting LBA and the
+    /// number of blocks of a read, write or write zeroes (0 for other commands).
+    pub(crate) fn describe(&self) -> Described {
+        let (lba, blocks) = match self.opcode {
+            NVM_READ | NVM_WRITE | NVM_WRITE_ZEROES => (
+                u64::from(self.cdw10) | (u64::from(self.cdw11) << 32),
+                (self.cdw12 & 0xffff) + 1,
+            ),
+            _ => (0, 0),
+        };
+        Described {
+            opcode: self.opcode,
+            lba,
+            blocks,
+        }
+    }
+}
+
+/// An I/O command as an error line names it (see [`Sqe::describe`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Described {
+    opcode: u8,
+    lba: u64,
+    blocks: u32,
+}
+
+impl kernel::fmt::Display for Described {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let name = match self.opcode {
+            NVM_FLUSH => "Flush",
+            NVM_WRITE => "Write",
+            NVM_READ => "Read",
+            NVM_WRITE_ZEROES => "Write Zeroes",
+            NVM_DSM => "Dataset Management",
+            _ => "I/O command",
+        };
+        write!(f, "{name}({:#04x})", self.opcode)?;
+        if self.blocks > 0 {
+            write!(f, " @ LBA {}, {} blocks", self.lba, self.blocks)?;
+        }
+        Ok(())
+    }
+}
+
+/// A completion status as an error line shows it: its type and code, and the More and Do Not
+/// Retry bits.
+pub(crate) struct StatusText(pub(crate) u16);
+
+impl kernel::fmt::Display for StatusText {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let s = self.0;
+        write!(f, "sct {:#x} / sc {:#04x}", (s >> 8) & 0x7, s & 0xff)?;
+        if s & STATUS_MORE != 0 {
+            write!(f, " MORE")?;
+        }
+        if s & STATUS_DNR != 0 {
+            write!(f, " DNR")?;
+        }
+        Ok(())
+    }
 }
 
 /// A completion queue entry (16 bytes).
@@ -270,54 +331,121 @@ const _: () = assert!(size_of::<IdCtrl>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<IdNs>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<NsList>() == IDENTIFY_SIZE);
 
-/// Status code types.
-pub(crate) const SCT_GENERIC: u16 = 0;
-pub(crate) const SCT_CMD_SPECIFIC: u16 = 1;
-pub(crate) const SCT_MEDIA: u16 = 2;
-pub(crate) const SCT_PATH: u16 = 3;
-// Generic status codes.
-pub(crate) const SC_INVALID_OPCODE: u16 = 0x01;
-pub(crate) const SC_INVALID_FIELD: u16 = 0x02;
-pub(crate) const SC_INVALID_NS: u16 = 0x0b;
-pub(crate) const SC_LBA_RANGE: u16 = 0x80;
-pub(crate) const SC_CAP_EXCEEDED: u16 = 0x81;
-pub(crate) const SC_RESERVATION_CONFLICT: u16 = 0x83;
-// Command specific status codes.
-pub(crate) const SC_ONCS_NOT_SUPPORTED: u16 = 0x0d;
-pub(crate) const SC_READ_ONLY: u16 = 0x82;
-// Media status codes.
-pub(crate) const SC_WRITE_FAULT: u16 = 0x80;
-pub(crate) const SC_READ_ERROR: u16 = 0x81;
-pub(crate) const SC_GUARD_CHECK: u16 = 0x82;
-pub(crate) const SC_APPTAG_CHECK: u16 = 0x83;
-pub(crate) const SC_REFTAG_CHECK: u16 = 0x84;
-pub(crate) const SC_COMPARE_FAILED: u16 = 0x85;
-pub(crate) const SC_ACCESS_DENIED: u16 = 0x86;
-pub(crate) const SC_UNWRITTEN_BLOCK: u16 = 0x87;
+/// Status field bits of a completion (without the phase tag), as C's `NVME_STATUS_*`.
+pub(crate) const STATUS_SCT_SC_MASK: u16 = 0x07ff;
+/// More status information in the Error Information log.
+pub(crate) const STATUS_MORE: u16 = 0x2000;
+/// Do Not Retry: the same command would fail again.
+pub(crate) const STATUS_DNR: u16 = 0x4000;
 
-/// Map an NVMe completion status field (without the phase bit) to a block error.
+/// Whether a command that completed with `status` may be sent again: an error without Do Not
+/// Retry (C's `nvme_decide_disposition`, before its limit on retries).
+pub(crate) fn status_is_retryable(status: u16) -> bool {
+    status & STATUS_SCT_SC_MASK != SC_SUCCESS && status & STATUS_DNR == 0
+}
+
+// Status codes as C's `NVME_SC_*`: the status code type in bits 10:8, the code in bits 7:0.
+pub(crate) const SC_SUCCESS: u16 = 0x000;
+pub(crate) const SC_INVALID_OPCODE: u16 = 0x001;
+pub(crate) const SC_INVALID_FIELD: u16 = 0x002;
+pub(crate) const SC_INVALID_NS: u16 = 0x00b;
+pub(crate) const SC_CMD_INTERRUPTED: u16 = 0x021;
+pub(crate) const SC_LBA_RANGE: u16 = 0x080;
+pub(crate) const SC_CAP_EXCEEDED: u16 = 0x081;
+pub(crate) const SC_NS_NOT_READY: u16 = 0x082;
+pub(crate) const SC_RESERVATION_CONFLICT: u16 = 0x083;
+pub(crate) const SC_BAD_ATTRIBUTES: u16 = 0x180;
+pub(crate) const SC_INVALID_PI: u16 = 0x181;
+pub(crate) const SC_READ_ONLY: u16 = 0x182;
+pub(crate) const SC_ZONE_TOO_MANY_ACTIVE: u16 = 0x1bd;
+pub(crate) const SC_ZONE_TOO_MANY_OPEN: u16 = 0x1be;
+pub(crate) const SC_WRITE_FAULT: u16 = 0x280;
+pub(crate) const SC_READ_ERROR: u16 = 0x281;
+pub(crate) const SC_GUARD_CHECK: u16 = 0x282;
+pub(crate) const SC_APPTAG_CHECK: u16 = 0x283;
+pub(crate) const SC_REFTAG_CHECK: u16 = 0x284;
+pub(crate) const SC_COMPARE_FAILED: u16 = 0x285;
+pub(crate) const SC_ACCESS_DENIED: u16 = 0x286;
+pub(crate) const SC_UNWRITTEN_BLOCK: u16 = 0x287;
+pub(crate) const SC_HOST_PATH_ERROR: u16 = 0x370;
+
+/// Map an NVMe completion status field (without the phase tag) to the error the block layer
+/// reports, the way C's `nvme_error_status` (7.3) does: the errno of the `BLK_STS_*` C picks
+/// (`blk_status_to_errno`). The retry bits (DNR, More, CRD) do not change the mapping.
 pub(crate) fn status_to_result(status: u16) -> Result {
-    let sc = status & 0xff;
-    let sct = (status >> 8) & 0x7;
-    if sc == 0 && sct == 0 {
-        return Ok(());
-    }
-    Err(match (sct, sc) {
-        (SCT_GENERIC, SC_INVALID_OPCODE | SC_INVALID_FIELD | SC_INVALID_NS)
-        | (SCT_CMD_SPECIFIC, SC_ONCS_NOT_SUPPORTED) => EOPNOTSUPP,
-        (SCT_GENERIC, SC_CAP_EXCEEDED) => ENOSPC,
-        (SCT_GENERIC, SC_LBA_RANGE) => EREMOTEIO,
-        (SCT_GENERIC, SC_RESERVATION_CONFLICT) => EBADE,
-        (SCT_CMD_SPECIFIC, SC_READ_ONLY)
-        | (
-            SCT_MEDIA,
-            SC_WRITE_FAULT | SC_READ_ERROR | SC_UNWRITTEN_BLOCK | SC_ACCESS_DENIED
-            | SC_COMPARE_FAILED,
-        ) => ENODATA,
-        (SCT_MEDIA, SC_GUARD_CHECK | SC_APPTAG_CHECK | SC_REFTAG_CHECK) => EILSEQ,
-        (SCT_PATH, _) => ENOLINK,
+    Err(match status & STATUS_SCT_SC_MASK {
+        SC_SUCCESS => return Ok(()),
+        // BLK_STS_NOSPC
+        SC_CAP_EXCEEDED => ENOSPC,
+        // BLK_STS_TARGET
+        SC_LBA_RANGE | SC_CMD_INTERRUPTED | SC_NS_NOT_READY => EREMOTEIO,
+        // BLK_STS_NOTSUPP
+        SC_BAD_ATTRIBUTES | SC_INVALID_OPCODE | SC_INVALID_FIELD | SC_INVALID_NS => EOPNOTSUPP,
+        // BLK_STS_MEDIUM
+        SC_WRITE_FAULT | SC_READ_ERROR | SC_UNWRITTEN_BLOCK | SC_ACCESS_DENIED | SC_READ_ONLY
+        | SC_COMPARE_FAILED => ENODATA,
+        // BLK_STS_PROTECTION
+        SC_GUARD_CHECK | SC_APPTAG_CHECK | SC_REFTAG_CHECK | SC_INVALID_PI => EILSEQ,
+        // BLK_STS_RESV_CONFLICT
+        SC_RESERVATION_CONFLICT => EBADE,
+        // BLK_STS_TRANSPORT
+        SC_HOST_PATH_ERROR => ENOLINK,
+        // BLK_STS_ZONE_ACTIVE_RESOURCE, BLK_STS_ZONE_OPEN_RESOURCE
+        SC_ZONE_TOO_MANY_ACTIVE => EOVERFLOW,
+        SC_ZONE_TOO_MANY_OPEN => ETOOMANYREFS,
+        // BLK_STS_IOERR
         _ => EIO,
     })
+}
+
+/// The size and format of a namespace, from its Identify Namespace data.
+pub(crate) struct NsFormat {
+    pub(crate) nsid: u32,
+    /// Size in logical blocks.
+    pub(crate) nsze: u64,
+    /// Logical block size, as a shift.
+    pub(crate) lba_shift: u32,
+}
+
+impl NsFormat {
+    /// Capacity in 512-byte sectors.
+    pub(crate) fn sectors(&self) -> u64 {
+        self.nsze << (self.lba_shift - kernel::block::SECTOR_SHIFT)
+    }
+}
+
+/// The format of namespace `nsid` from its Identify Namespace data; `None` if it is empty or
+/// its format is not supported (said on `dev`).
+pub(crate) fn ns_format(
+    dev: &kernel::device::Device,
+    nsid: u32,
+    id: CoherentView<'_, IdNs>,
+) -> Result<Option<NsFormat>> {
+    let nsze: u64 = kernel::io::io_read!(id, .nsze);
+    let flbas: u8 = kernel::io::io_read!(id, .flbas);
+    let format = usize::from(flbas & 0xf);
+    let lba_shift = u32::from(kernel::io::io_read!(id, .lbaf[try: format].lbads));
+    let metadata: u16 = kernel::io::io_read!(id, .lbaf[try: format].ms);
+    if nsze == 0 {
+        return Ok(None);
+    }
+    let page_shift = kernel::page::PAGE_SIZE.trailing_zeros();
+    if !(kernel::block::SECTOR_SHIFT..=page_shift).contains(&lba_shift) || metadata != 0 {
+        dev_warn!(
+            dev,
+            "namespace {}: LBA format {} (2^{} bytes, {} metadata bytes) not supported\n",
+            nsid,
+            format,
+            lba_shift,
+            metadata
+        );
+        return Ok(None);
+    }
+    Ok(Some(NsFormat {
+        nsid,
+        nsze,
+        lba_shift,
+    }))
 }
 
 /// An identify string (serial, model): ASCII padded with spaces.
@@ -346,19 +474,63 @@ impl kernel::fmt::Display for IdString<'_> {
 mod tests {
     use super::*;
 
+    /// Every status C 7.3's `nvme_error_status` names, with the errno of the block status it
+    /// returns, and a few it does not name (`BLK_STS_IOERR`).
+    const C_MAPPING: &[(u16, Option<Error>)] = &[
+        (SC_SUCCESS, None),
+        (SC_CAP_EXCEEDED, Some(ENOSPC)),
+        (SC_LBA_RANGE, Some(EREMOTEIO)),
+        (SC_CMD_INTERRUPTED, Some(EREMOTEIO)),
+        (SC_NS_NOT_READY, Some(EREMOTEIO)),
+        (SC_BAD_ATTRIBUTES, Some(EOPNOTSUPP)),
+        (SC_INVALID_OPCODE, Some(EOPNOTSUPP)),
+        (SC_INVALID_FIELD, Some(EOPNOTSUPP)),
+        (SC_INVALID_NS, Some(EOPNOTSUPP)),
+        (SC_WRITE_FAULT, Some(ENODATA)),
+        (SC_READ_ERROR, Some(ENODATA)),
+        (SC_UNWRITTEN_BLOCK, Some(ENODATA)),
+        (SC_ACCESS_DENIED, Some(ENODATA)),
+        (SC_READ_ONLY, Some(ENODATA)),
+        (SC_COMPARE_FAILED, Some(ENODATA)),
+        (SC_GUARD_CHECK, Some(EILSEQ)),
+        (SC_APPTAG_CHECK, Some(EILSEQ)),
+        (SC_REFTAG_CHECK, Some(EILSEQ)),
+        (SC_INVALID_PI, Some(EILSEQ)),
+        (SC_RESERVATION_CONFLICT, Some(EBADE)),
+        (SC_HOST_PATH_ERROR, Some(ENOLINK)),
+        (SC_ZONE_TOO_MANY_ACTIVE, Some(EOVERFLOW)),
+        (SC_ZONE_TOO_MANY_OPEN, Some(ETOOMANYREFS)),
+        // Not named by C: BLK_STS_IOERR. 0x10d (Feature Not Saveable) is not "ONCS not
+        // supported"; path errors other than Host Path Error are not transport errors.
+        (0x006, Some(EIO)),
+        (0x10d, Some(EIO)),
+        (0x371, Some(EIO)),
+        (0x300, Some(EIO)),
+    ];
+
     #[test]
-    fn status_mapping() {
-        assert_eq!(status_to_result(0), Ok(()));
-        assert_eq!(status_to_result(SC_INVALID_OPCODE), Err(EOPNOTSUPP));
-        assert_eq!(status_to_result(SC_LBA_RANGE), Err(EREMOTEIO));
-        assert_eq!(
-            status_to_result((SCT_MEDIA << 8) | SC_READ_ERROR),
-            Err(ENODATA)
-        );
-        assert_eq!(
-            status_to_result((SCT_MEDIA << 8) | SC_GUARD_CHECK),
-            Err(EILSEQ)
-        );
-        assert_eq!(status_to_result(0x06), Err(EIO));
+    fn status_mapping_as_c() {
+        for &(status, want) in C_MAPPING {
+            let want = want.map_or(Ok(()), Err);
+            assert_eq!(status_to_result(status), want);
+        }
+    }
+
+    #[test]
+    fn retry_bits_do_not_change_the_mapping() {
+        for &(status, want) in C_MAPPING {
+            let want = want.map_or(Ok(()), Err);
+            // DNR, More and CRD = 3 set.
+            assert_eq!(status_to_result(status | STATUS_DNR | 0x3800), want);
+        }
+    }
+
+    #[test]
+    fn retryable() {
+        assert!(!status_is_retryable(SC_SUCCESS));
+        assert!(!status_is_retryable(STATUS_MORE));
+        assert!(status_is_retryable(SC_CMD_INTERRUPTED));
+        assert!(status_is_retryable(SC_READ_ERROR | STATUS_MORE));
+        assert!(!status_is_retryable(SC_READ_ERROR | STATUS_DNR));
     }
 }

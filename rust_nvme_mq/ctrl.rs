@@ -10,7 +10,7 @@ use crate::{
     queue::Delivery,
     queueset::{QueueSet, COUNTER_COLUMNS},
     regs::{Regs, PCI_COMMAND},
-    request::{NsAddr, NvmeOps},
+    request::{NsShape, NvmeOps},
 };
 use kernel::{
     block::mq::{gen_disk::GenDisk, DmaDevice},
@@ -167,9 +167,83 @@ impl CtrlInfo {
 
 /// The disk of a namespace, in the controller's list of disks.
 pub(crate) struct NsDisk {
-    pub(crate) ns: NsAddr,
+    /// The format the disk serves (shared with the disk's queue data).
+    pub(crate) shape: Arc<NsShape>,
     /// Removed from the system when dropped.
     pub(crate) disk: GenDisk<NvmeOps>,
+}
+
+/// What revalidating a disk found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Revalidated {
+    /// The namespace still has the format the disk has.
+    Same,
+    /// The disk took the namespace's new format.
+    Changed,
+    /// The namespace is empty now, or has a format the driver cannot serve: its disk must go.
+    Unusable,
+}
+
+impl NsDisk {
+    /// Bring the disk in line with `format`, what Identify Namespace says now (`None`: empty
+    /// or not supported): a new block size or capacity is set with the disk frozen (frozen
+    /// here; callers that changed the namespace froze it already, which nests). `index`: the
+    /// controller's, for messages on `dev`.
+    pub(crate) fn revalidate(
+        &self,
+        dev: &Device,
+        index: u32,
+        format: Option<cmd::NsFormat>,
+    ) -> Result<Revalidated> {
+        let nsid = self.shape.nsid;
+        let Some(f) = format else {
+            dev_warn!(
+                dev,
+                "rnvme{}n{}: the namespace is empty or has a format the driver cannot serve now\n",
+                index,
+                nsid
+            );
+            return Ok(Revalidated::Unusable);
+        };
+        let (now, sectors) = (self.shape.addr(), f.sectors());
+        if f.lba_shift == now.lba_shift && sectors == self.shape.sectors() {
+            return Ok(Revalidated::Same);
+        }
+        let block = 1u32 << f.lba_shift;
+        let frozen = self.disk.freeze();
+        frozen.set_format(block, block, sectors)?;
+        self.shape.set(f.lba_shift, sectors);
+        drop(frozen);
+        dev_info!(
+            dev,
+            "rnvme{}n{}: new format: {} blocks of {} bytes ({} MiB)\n",
+            index,
+            nsid,
+            f.nsze,
+            block,
+            sectors >> 11
+        );
+        Ok(Revalidated::Changed)
+    }
+
+    /// Give the disk capacity 0, so that no read or write reaches its namespace, whose format
+    /// is unknown or not served; for a disk that cannot be removed now. A rescan revalidates
+    /// it (and removes it, or gives it the namespace's format back).
+    pub(crate) fn empty(&self, dev: &Device, index: u32) {
+        let now = self.shape.addr();
+        let block = 1u32 << now.lba_shift;
+        let frozen = self.disk.freeze();
+        if frozen.set_format(block, block, 0).is_ok() {
+            self.shape.set(now.lba_shift, 0);
+        }
+        drop(frozen);
+        dev_warn!(
+            dev,
+            "rnvme{}n{}: disk emptied; `nvme ns-rescan` on the controller revalidates it\n",
+            index,
+            now.nsid
+        );
+    }
 }
 
 /// Fault injection for tests, set through debugfs.

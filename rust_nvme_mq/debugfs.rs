@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! debugfs: `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/{queues,lose_commands,fail_resets}`.
-//! The last two inject faults, for tests only.
+//! debugfs: `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/{queues,lose_commands,fail_resets,
+//! inject_status}`. The last three inject faults, for tests only.
 
 use crate::{ctrl::Ctrl, queueset::COUNTER_COLUMNS};
 use kernel::{
@@ -56,12 +56,59 @@ impl Reader for FailResetsFile {
     }
 }
 
+/// The test-only knob that gives the next successful completions of every I/O queue another
+/// status, as a debugfs file: write "STATUS COUNT" (STATUS as C's `NVME_SC_*`, with 0x4000 for
+/// Do Not Retry; numbers in decimal or 0x hex); reads "COUNT STATUS" of each queue.
+struct InjectFile(Arc<Ctrl>);
+
+impl core::fmt::Debug for InjectFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (count, status) in self.0.queues.injecting() {
+            writeln!(f, "{} {:#x}", count, status)?;
+        }
+        Ok(())
+    }
+}
+
+/// A number in decimal or, with a `0x` prefix, hexadecimal.
+fn parse_number(word: &str) -> Result<u32> {
+    match word.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => word.parse(),
+    }
+    .map_err(|_| EINVAL)
+}
+
+impl Reader for InjectFile {
+    fn read_from_slice(&self, reader: &mut UserSliceReader) -> Result {
+        let mut buf = [0u8; 32];
+        let len = reader.len();
+        if len > buf.len() {
+            return Err(EINVAL);
+        }
+        reader.read_slice(&mut buf[..len])?;
+        let text = core::str::from_utf8(&buf[..len]).map_err(|_| EINVAL)?;
+        let mut words = text.split_ascii_whitespace();
+        let (Some(status), Some(count), None) = (words.next(), words.next(), words.next()) else {
+            return Err(EINVAL);
+        };
+        let status = u16::try_from(parse_number(status)?).map_err(|_| EINVAL)?;
+        if status >> 15 != 0 {
+            return Err(EINVAL);
+        }
+        let count = parse_number(count)?;
+        self.0.queues.inject(status, count);
+        Ok(())
+    }
+}
+
 /// The debugfs directory of a controller and its files, removed when dropped. A file that
 /// cannot be created is left out.
 pub(crate) struct CtrlDebugfs {
     _stats: Option<Pin<KBox<File<StatsFile>>>>,
     _lose: Option<Pin<KBox<File<LoseFile>>>>,
     _fail_resets: Option<Pin<KBox<File<FailResetsFile>>>>,
+    _inject: Option<Pin<KBox<File<InjectFile>>>>,
     _dir: Dir,
 }
 
@@ -74,10 +121,13 @@ impl CtrlDebugfs {
         let lose = dir.read_write_file(c"lose_commands", Ok::<_, Error>(LoseFile(ctrl.clone())));
         let fail_resets =
             dir.read_write_file(c"fail_resets", Ok::<_, Error>(FailResetsFile(ctrl.clone())));
+        let inject =
+            dir.read_write_file(c"inject_status", Ok::<_, Error>(InjectFile(ctrl.clone())));
         Ok(Self {
             _stats: KBox::pin_init(stats, GFP_KERNEL).ok(),
             _lose: KBox::pin_init(lose, GFP_KERNEL).ok(),
             _fail_resets: KBox::pin_init(fail_resets, GFP_KERNEL).ok(),
+            _inject: KBox::pin_init(inject, GFP_KERNEL).ok(),
             _dir: dir,
         })
     }

@@ -12,8 +12,8 @@
 //! character device's (`chardev.rs`, `rescan.rs`).
 
 use crate::{
-    cmd::{self, Sqe},
-    ctrl::{Ctrl, CtrlState},
+    cmd::{self, IdNs, Sqe},
+    ctrl::{Ctrl, CtrlState, NsDisk, Revalidated},
 };
 use kernel::{
     block::mq::DRIVER_CMD_SIZE,
@@ -24,7 +24,7 @@ use kernel::{
     ioctl::{_IO, _IOWR},
     page::PAGE_SIZE,
     prelude::*,
-    sync::{new_mutex, Arc, Mutex},
+    sync::{aref::ARef, new_mutex, Arc, Mutex},
     time::Delta,
     uaccess::{UserPtr, UserSlice},
 };
@@ -83,6 +83,8 @@ const ZEROES: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
 // Admin opcodes that touch what the driver manages itself (its I/O queues).
 const ADMIN_DELETE_SQ: u8 = 0x00;
 const ADMIN_DELETE_CQ: u8 = 0x04;
+const ADMIN_FORMAT_NVM: u8 = 0x80;
+const ADMIN_SANITIZE: u8 = 0x84;
 // Features the driver or the kernel manages (refused like the C driver does).
 const FEAT_APST: u32 = 0x0c;
 const FEAT_HOST_MEM_BUF: u32 = 0x0d;
@@ -138,6 +140,8 @@ impl Bounce {
 #[pin_data]
 pub(crate) struct Passthru {
     pub(crate) ctrl: Arc<Ctrl>,
+    /// The PCI function, for messages.
+    parent: ARef<Device>,
     #[pin]
     bounce: Mutex<Bounce>,
 }
@@ -148,6 +152,7 @@ impl Passthru {
         Arc::pin_init(
             pin_init!(Self {
                 ctrl,
+                parent: dev.as_ref().into(),
                 bounce <- new_mutex!(bounce),
             }),
             GFP_KERNEL,
@@ -166,9 +171,14 @@ impl Passthru {
 
     /// The controller ioctls that the disks answer too.
     fn ctrl_ioctl(&self, cmd: u32, arg: usize) -> Result<i32> {
+        self.ctrl_ioctl_on(None, cmd, arg)
+    }
+
+    /// The controller ioctls, on the disk of namespace `on_ns` or on the controller (`None`).
+    fn ctrl_ioctl_on(&self, on_ns: Option<u32>, cmd: u32, arg: usize) -> Result<i32> {
         match cmd {
-            NVME_IOCTL_ADMIN_CMD => self.admin_cmd(arg, Layout::Cmd),
-            NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(arg, Layout::Cmd64),
+            NVME_IOCTL_ADMIN_CMD => self.admin_cmd(on_ns, arg, Layout::Cmd),
+            NVME_IOCTL_ADMIN64_CMD => self.admin_cmd(on_ns, arg, Layout::Cmd64),
             NVME_IOCTL_RESET => self.reset(),
             // Like the C driver's controller device: NVME_IOCTL_ID is a namespace ioctl.
             // SUBSYS_RESET is not implemented.
@@ -188,7 +198,9 @@ impl Passthru {
             // Only the admin commands of the controller's ioctls, as in C. Not RESET: it
             // waits for the reset work, which may delete this disk, which waits for this
             // ioctl.
-            NVME_IOCTL_ADMIN_CMD | NVME_IOCTL_ADMIN64_CMD => self.ctrl_ioctl(cmd, arg),
+            NVME_IOCTL_ADMIN_CMD | NVME_IOCTL_ADMIN64_CMD => {
+                self.ctrl_ioctl_on(Some(nsid), cmd, arg)
+            }
             _ => Err(ENOTTY),
         }
     }
@@ -209,18 +221,112 @@ impl Passthru {
         }
     }
 
-    /// `NVME_IOCTL_ADMIN_CMD` (`Cmd64`: `NVME_IOCTL_ADMIN64_CMD`): run the command on the
-    /// admin queue; returns the NVMe status (0 on success, positive: the controller's status
-    /// field) and writes dword 0 of the completion back to `result`.
-    fn admin_cmd(&self, arg: usize, layout: Layout) -> Result<i32> {
+    /// `NVME_IOCTL_ADMIN_CMD` (`Cmd64`: `NVME_IOCTL_ADMIN64_CMD`) on the disk of namespace
+    /// `on_ns` or on the controller: run the command on the admin queue; returns the NVMe
+    /// status (0 on success, positive: the controller's status field) and writes dword 0 of
+    /// the completion back to `result`.
+    fn admin_cmd(&self, on_ns: Option<u32>, arg: usize, layout: Layout) -> Result<i32> {
         let c = read_cmd(arg, layout)?;
         let sqe = check_admin(&c)?;
         let len = usize::try_from(c.data_len)?;
-        let (status, result) = self.run_with_data(sqe, c.opcode & 1 != 0, c.addr, len, |sqe| {
-            self.ctrl.live_admin()?.run_status(&self.ctrl.regs, sqe)
-        })?;
+        let to_ctrl = c.opcode & 1 != 0;
+        let (status, result) = if changes_namespaces(c.opcode) {
+            self.admin_cmd_frozen(on_ns, sqe, to_ctrl, c.addr, len)?
+        } else {
+            self.run_with_data(sqe, to_ctrl, c.addr, len, |sqe| self.run_admin(sqe))?
+        };
         write_result(arg, layout, result)?;
         Ok(status.into())
+    }
+
+    /// Run `sqe` on the admin queue of a live controller; returns its status and dword 0.
+    fn run_admin(&self, sqe: Sqe) -> Result<(u16, u32)> {
+        self.ctrl.live_admin()?.run_status(&self.ctrl.regs, sqe)
+    }
+
+    /// An admin command that changes the format or content of namespaces, like the C driver's
+    /// `nvme_passthru_start()`/`nvme_passthru_end()`: every disk is frozen once the user's data
+    /// is copied in (no request in flight, new ones wait), the command runs, then each disk is
+    /// revalidated before it runs again: a new block size or capacity is set, a namespace the
+    /// driver cannot serve any more loses its disk. Revalidated whatever the command returned
+    /// (a failed format may have changed the namespace too), unless it was not sent. A disk
+    /// that cannot be revalidated gets capacity 0 (no I/O reaches its namespace, whose format
+    /// is unknown) until a rescan; so does an unusable one when the ioctl runs on its own disk
+    /// (`on_ns`), which cannot be removed from inside its ioctl.
+    fn admin_cmd_frozen(
+        &self,
+        on_ns: Option<u32>,
+        sqe: Sqe,
+        to_ctrl: bool,
+        addr: u64,
+        len: usize,
+    ) -> Result<(u16, u32)> {
+        // Dropped (the disks deleted) after the lock on the list is released, as in a rescan.
+        let mut gone = KVec::new();
+        let mut disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
+        // Allocated before the disks are frozen: reclaim may write to them.
+        let mut frozen = KVec::with_capacity(disks.len(), GFP_KERNEL)?;
+        let mut verdicts = KVec::with_capacity(disks.len(), GFP_KERNEL)?;
+        let mut sent = false;
+        let outcome = self.run_with_data(sqe, to_ctrl, addr, len, |sqe| {
+            for d in disks.iter() {
+                // Cannot fail: room for every disk was allocated before.
+                let _ = frozen.push_within_capacity(d.disk.freeze());
+            }
+            let outcome = self.run_admin(sqe);
+            sent = outcome != Err(ENODEV);
+            outcome
+        });
+        if !sent {
+            return outcome;
+        }
+        for d in disks.iter() {
+            // Cannot fail: room for every disk was allocated before.
+            let _ = verdicts.push_within_capacity(self.revalidate(d));
+        }
+        drop(frozen);
+        let index = self.ctrl.index;
+        for (d, verdict) in core::mem::take(&mut *disks).into_iter().zip(verdicts) {
+            match verdict {
+                Ok(Revalidated::Unusable) if Some(d.shape.nsid) != on_ns => {
+                    dev_info!(
+                        self.parent,
+                        "rnvme{}n{}: namespace not usable, removing its disk\n",
+                        index,
+                        d.shape.nsid
+                    );
+                    gone.push(d, GFP_KERNEL)?;
+                    continue;
+                }
+                Ok(Revalidated::Unusable) => d.empty(&self.parent, index),
+                Err(e) => {
+                    dev_err!(
+                        self.parent,
+                        "rnvme{}n{}: revalidating the namespace failed ({:?})\n",
+                        index,
+                        d.shape.nsid,
+                        e
+                    );
+                    d.empty(&self.parent, index);
+                }
+                Ok(_) => {}
+            }
+            disks.push(d, GFP_KERNEL)?;
+        }
+        drop(disks);
+        outcome
+    }
+
+    /// Bring disk `d` in line with what Identify Namespace says now.
+    fn revalidate(&self, d: &NsDisk) -> Result<Revalidated> {
+        let nsid = d.shape.nsid;
+        let format = self.ctrl.live_admin()?.identify::<IdNs, _>(
+            &self.ctrl.regs,
+            nsid,
+            cmd::CNS_NAMESPACE,
+            |id| cmd::ns_format(&self.parent, nsid, id),
+        )?;
+        d.revalidate(&self.parent, self.ctrl.index, format)
     }
 
     /// `NVME_IOCTL_IO_CMD` (`Cmd64`: `NVME_IOCTL_IO64_CMD`) on the disk of namespace `on_ns`,
@@ -239,7 +345,7 @@ impl Passthru {
         }
         let disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
         let disk = match on_ns {
-            Some(nsid) => disks.iter().find(|d| d.ns.nsid == nsid).ok_or(ENODEV)?,
+            Some(nsid) => disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?,
             None => match &disks[..] {
                 [] => return Err(ENOTTY),
                 [only] => {
@@ -253,7 +359,8 @@ impl Passthru {
             },
         };
         let len = usize::try_from(c.data_len)?;
-        check_io(&c, disk.ns.nsid, disk.ns.lba_shift, len)?;
+        let ns = disk.shape.addr();
+        check_io(&c, ns.nsid, ns.lba_shift, len)?;
         let to_ctrl = c.opcode & 1 != 0;
         let sqe = Sqe::new(c.opcode, c.nsid).dwords(c.cdw2, c.cdw3, c.cdw10_15);
         let timeout = (c.timeout_ms != 0).then(|| Delta::from_millis(c.timeout_ms.into()));
@@ -356,6 +463,13 @@ impl Passthru {
         }
         Ok((status, result))
     }
+}
+
+/// Whether an admin command changes the format or content of namespaces, so that their disks
+/// are frozen around it and revalidated after (the C driver's `nvme_known_admin_effects()`:
+/// LBCC and CSE for Format NVM and Sanitize).
+fn changes_namespaces(opcode: u8) -> bool {
+    matches!(opcode, ADMIN_FORMAT_NVM | ADMIN_SANITIZE)
 }
 
 /// Check a passthrough admin command as the C driver does, and build it.

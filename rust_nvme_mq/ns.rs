@@ -2,15 +2,15 @@
 
 //! Namespaces as disks: the blk-mq operations of the disks (submission goes to the
 //! controller's queue set; timeouts), their tag set, and the one namespace scan that adds a
-//! disk for every active namespace without one and removes the disks of vanished namespaces,
-//! at probe and for a rescan.
+//! disk for every active namespace without one, revalidates the others and removes the disks
+//! of vanished namespaces, at probe and for a rescan.
 
 use crate::{
-    cmd::{self, IdNs, NsList},
-    ctrl::{Ctrl, CtrlInfo, CtrlState, NsDisk},
+    cmd::{self, IdNs, NsFormat, NsList},
+    ctrl::{Ctrl, CtrlInfo, CtrlState, NsDisk, Revalidated},
     ioctl::Passthru,
     prp::MAX_SEGMENTS,
-    request::{NsAddr, NvmeOps},
+    request::{NsShape, NvmeOps},
 };
 use kernel::{
     block::{
@@ -21,7 +21,6 @@ use kernel::{
         SECTOR_SHIFT,
     },
     device::Device,
-    dma::CoherentView,
     fmt,
     io::io_read,
     page::PAGE_SIZE,
@@ -35,8 +34,10 @@ use kernel::{
 const DMA_ALIGNMENT_MASK: u32 = 3;
 /// blk-mq's limit on the tags of a tag set (`BLK_MQ_MAX_DEPTH`).
 const MAX_TAGS: u32 = 10240;
-/// Largest discard or write-zeroes request, in logical blocks (NLB of Write Zeroes is 16 bit).
-const MAX_ZERO_BLOCKS: u32 = 1 << 16;
+/// Largest discard or write-zeroes request, in 512-byte sectors: the NLB of Write Zeroes is 16
+/// bit, and a format with 512-byte blocks must not exceed it. The same for every format, so
+/// the limit holds when a format changes the block size of a live disk.
+const MAX_ZERO_SECTORS: u32 = 1 << 16;
 /// Entries of an active namespace list (one Identify page): the scan reads one page, so it
 /// sees the first 1024 active namespaces.
 const NS_LIST_ENTRIES: usize = cmd::IDENTIFY_SIZE / size_of::<u32>();
@@ -46,7 +47,7 @@ pub(crate) struct Namespace {
     ctrl: Arc<Ctrl>,
     /// For the passthrough ioctls on the disk.
     passthru: Arc<Passthru>,
-    addr: NsAddr,
+    shape: Arc<NsShape>,
 }
 
 #[vtable]
@@ -67,7 +68,8 @@ impl Operations for NvmeOps {
             Ok(CtrlState::Dead) => return Err(QueueError::new(rq, EIO)),
             Err(e) => return Err(QueueError::new(rq, e)),
         }
-        ctrl.queues.submit(ns.addr, rq, ctrl.faults.delivery())
+        ctrl.queues
+            .submit(ns.shape.addr(), rq, ctrl.faults.delivery())
     }
 
     fn commit_rqs(_ns: ArcBorrow<'_, Namespace>) {}
@@ -142,7 +144,7 @@ impl Operations for NvmeOps {
 
     /// An ioctl on the disk: the namespace's passthrough ioctls (`ioctl.rs`).
     fn ioctl(ns: ArcBorrow<'_, Namespace>, _write: bool, cmd: u32, arg: usize) -> Result<i32> {
-        ns.passthru.ns_ioctl(ns.addr.nsid, cmd, arg)
+        ns.passthru.ns_ioctl(ns.shape.nsid, cmd, arg)
     }
 
     fn complete(rq: ARef<Request<Self>>) {
@@ -174,41 +176,6 @@ fn tag_set(ctrl: &Ctrl) -> Result<Arc<TagSet<NvmeOps>>> {
         ),
         GFP_KERNEL,
     )
-}
-
-/// The size and format of a namespace.
-struct NsFormat {
-    addr: NsAddr,
-    /// Size in logical blocks.
-    nsze: u64,
-}
-
-/// The format of namespace `nsid` from its Identify Namespace data; `None` if it is empty or
-/// its format is not supported.
-fn ns_format(dev: &Device, nsid: u32, id: CoherentView<'_, IdNs>) -> Result<Option<NsFormat>> {
-    let nsze: u64 = io_read!(id, .nsze);
-    let flbas: u8 = io_read!(id, .flbas);
-    let format = usize::from(flbas & 0xf);
-    let lba_shift = u32::from(io_read!(id, .lbaf[try: format].lbads));
-    let metadata: u16 = io_read!(id, .lbaf[try: format].ms);
-    if nsze == 0 {
-        return Ok(None);
-    }
-    if !(SECTOR_SHIFT..=PAGE_SIZE.trailing_zeros()).contains(&lba_shift) || metadata != 0 {
-        dev_warn!(
-            dev,
-            "namespace {}: LBA format {} (2^{} bytes, {} metadata bytes) not supported\n",
-            nsid,
-            format,
-            lba_shift,
-            metadata
-        );
-        return Ok(None);
-    }
-    Ok(Some(NsFormat {
-        addr: NsAddr { nsid, lba_shift },
-        nsze,
-    }))
 }
 
 /// Builds a disk whose block device operations hold the module (`GenDiskBuilder::build_owned`
@@ -256,27 +223,34 @@ impl Namespaces {
     }
 
     /// The namespace scan, at probe and for a rescan: read the active namespace list, move
-    /// the disks of `disks` whose namespace is no longer active to `gone`, and add a disk for
-    /// every active namespace without one (if its format is supported). `gone` is the
+    /// the disks of `disks` whose namespace is no longer active, or whose new format the
+    /// driver cannot serve, to `gone`, give the others their namespace's format now (see
+    /// [`NsDisk::revalidate`]), and add a disk for every active namespace without one (if its
+    /// format is supported). `gone` is the
     /// caller's, to drop (which removes the disks) once it no longer holds the lock of
     /// `disks`: removing a disk waits for its ioctls, which may wait for that lock.
     pub(crate) fn scan(&self, disks: &mut KVec<NsDisk>, gone: &mut KVec<NsDisk>) -> Result {
         let active = self.active_nsids()?;
         for d in core::mem::take(disks) {
-            if active.contains(&d.ns.nsid) {
+            let why = if !active.contains(&d.shape.nsid) {
+                "namespace gone"
+            } else if self.revalidate(&d) != Revalidated::Unusable {
                 disks.push(d, GFP_KERNEL)?;
+                continue;
             } else {
-                dev_info!(
-                    self.parent,
-                    "rnvme{}n{}: namespace gone, removing its disk\n",
-                    self.ctrl.index,
-                    d.ns.nsid
-                );
-                gone.push(d, GFP_KERNEL)?;
-            }
+                "namespace not usable"
+            };
+            dev_info!(
+                self.parent,
+                "rnvme{}n{}: {}, removing its disk\n",
+                self.ctrl.index,
+                d.shape.nsid,
+                why
+            );
+            gone.push(d, GFP_KERNEL)?;
         }
         for &nsid in active.iter() {
-            if disks.iter().any(|d| d.ns.nsid == nsid) {
+            if disks.iter().any(|d| d.shape.nsid == nsid) {
                 continue;
             }
             let Some(format) = self.identify_ns(nsid)? else {
@@ -311,20 +285,38 @@ impl Namespaces {
         let ctrl = &self.ctrl;
         ctrl.live_admin()?
             .identify::<IdNs, _>(&ctrl.regs, nsid, cmd::CNS_NAMESPACE, |id| {
-                ns_format(&self.parent, nsid, id)
+                cmd::ns_format(&self.parent, nsid, id)
             })
+    }
+
+    /// Bring disk `d`, whose namespace is still active, in line with what Identify Namespace
+    /// says now. A disk that cannot be revalidated (the command failed) stays as it was, with
+    /// a message.
+    fn revalidate(&self, d: &NsDisk) -> Revalidated {
+        let format = self.identify_ns(d.shape.nsid);
+        match format.and_then(|f| d.revalidate(&self.parent, self.ctrl.index, f)) {
+            Ok(verdict) => verdict,
+            Err(e) => {
+                dev_err!(
+                    self.parent,
+                    "rnvme{}n{}: revalidating failed: {:?}\n",
+                    self.ctrl.index,
+                    d.shape.nsid,
+                    e
+                );
+                Revalidated::Same
+            }
+        }
     }
 
     /// The disk of namespace `f`, a child of the PCI function in sysfs.
     fn add_disk(&self, f: &NsFormat) -> Result<NsDisk> {
         let info = &self.info;
-        let lba_shift = f.addr.lba_shift;
-        let block = 1u32 << lba_shift;
-        let sectors_per_block = lba_shift - SECTOR_SHIFT;
-        let zero_sectors = (MAX_ZERO_BLOCKS << sectors_per_block).min(u32::MAX >> 1);
+        let block = 1u32 << f.lba_shift;
+        let sectors = f.sectors();
         let max_sectors = u32::try_from(info.max_bytes >> SECTOR_SHIFT)?;
         let mut builder = GenDiskBuilder::new()
-            .capacity_sectors(f.nsze << sectors_per_block)
+            .capacity_sectors(sectors)
             .logical_block_size(block)?
             .physical_block_size(block)?
             .max_hw_sectors(max_sectors)
@@ -337,24 +329,25 @@ impl Namespaces {
             builder = builder.write_cache(true);
         }
         if info.oncs & cmd::ONCS_DSM != 0 {
-            builder = builder.max_discard_sectors(zero_sectors);
+            builder = builder.max_discard_sectors(MAX_ZERO_SECTORS);
         }
         if info.oncs & cmd::ONCS_WRITE_ZEROES != 0 {
-            builder = builder.max_write_zeroes_sectors(zero_sectors);
+            builder = builder.max_write_zeroes_sectors(MAX_ZERO_SECTORS);
         }
+        let shape = Arc::new(NsShape::new(f.nsid, f.lba_shift, sectors), GFP_KERNEL)?;
         let ns = Namespace {
             ctrl: self.ctrl.clone(),
             passthru: self.passthru.clone(),
-            addr: f.addr,
+            shape: shape.clone(),
         };
-        let name = fmt!("rnvme{}n{}", self.ctrl.index, f.addr.nsid);
+        let name = fmt!("rnvme{}n{}", self.ctrl.index, f.nsid);
         let disk = (self.build)(
             builder,
             name,
             self.tagset.clone(),
             Arc::new(ns, GFP_KERNEL)?,
         )?;
-        Ok(NsDisk { ns: f.addr, disk })
+        Ok(NsDisk { shape, disk })
     }
 
     /// Log a new disk.
@@ -365,10 +358,10 @@ impl Namespaces {
             self.parent,
             "rnvme{}n{}: {} blocks of {} bytes ({} MiB){}{}{}\n",
             self.ctrl.index,
-            f.addr.nsid,
+            f.nsid,
             f.nsze,
-            1u32 << f.addr.lba_shift,
-            (f.nsze << f.addr.lba_shift) >> 20,
+            1u32 << f.lba_shift,
+            (f.nsze << f.lba_shift) >> 20,
             flag(info.vwc, ", write cache"),
             flag(info.oncs & cmd::ONCS_DSM != 0, ", discard"),
             flag(info.oncs & cmd::ONCS_WRITE_ZEROES != 0, ", write zeroes")

@@ -127,6 +127,8 @@ pub(crate) struct QueueStats {
     pub(crate) polled: Atomic<u64>,
     /// Lent commands waited for while the last online CPU of the queue's vector went offline.
     pub(crate) hotplug_drained: Atomic<u64>,
+    /// Commands sent again after an error the controller lets be retried.
+    pub(crate) retried: Atomic<u64>,
 }
 
 impl QueueStats {
@@ -142,7 +144,94 @@ impl QueueStats {
             requeued: Atomic::new(0),
             polled: Atomic::new(0),
             hotplug_drained: Atomic::new(0),
+            retried: Atomic::new(0),
         }
+    }
+}
+
+/// How many times an I/O command that failed with a status that lets it be retried is sent
+/// again (module parameter `max_retries`; C's default).
+static MAX_RETRIES: Atomic<u32> = Atomic::new(5);
+
+/// Set the number of retries of I/O commands (module load).
+pub(crate) fn set_max_retries(n: u32) {
+    MAX_RETRIES.store(n, Relaxed);
+}
+
+/// Fault injection for tests: the next `count` successful completions of the queue get
+/// `status` instead (an NVMe status field, as C's `NVME_SC_*` with the DNR bit if wanted).
+pub(crate) struct Inject {
+    status: Atomic<u32>,
+    count: Atomic<u32>,
+}
+
+impl Inject {
+    fn new() -> Self {
+        Self {
+            status: Atomic::new(0),
+            count: Atomic::new(0),
+        }
+    }
+
+    /// Give the next `count` successful completions `status`.
+    pub(crate) fn set(&self, status: u16, count: u32) {
+        self.count.store(0, Relaxed);
+        self.status.store(status.into(), Relaxed);
+        self.count.store(count, Relaxed);
+    }
+
+    /// The completions still to be given another status, and that status.
+    pub(crate) fn get(&self) -> (u32, u32) {
+        (self.count.load(Relaxed), self.status.load(Relaxed))
+    }
+
+    /// `cqe`, with the injected status if one is due and `cqe` succeeded.
+    fn apply(&self, cqe: cmd::Completion) -> cmd::Completion {
+        let mut count = self.count.load(Relaxed);
+        while count > 0 && cqe.status & cmd::STATUS_SCT_SC_MASK == cmd::SC_SUCCESS {
+            match self.count.cmpxchg(count, count - 1, Relaxed) {
+                Ok(_) => {
+                    let status = self.status.load(Relaxed) as u16;
+                    return cmd::Completion { status, ..cqe };
+                }
+                Err(now) => count = now,
+            }
+        }
+        cqe
+    }
+}
+
+/// Error lines a queue prints at most per interval (as C's default `printk_ratelimit`).
+const ERROR_LINES_BURST: u32 = 10;
+const ERROR_LINES_INTERVAL: Delta = Delta::from_secs(5);
+
+/// A limit on how many lines something prints per interval.
+struct RateLimit {
+    epoch: Instant<Monotonic>,
+    /// Start of the current interval, in nanoseconds since `epoch` (0: none yet).
+    start_ns: Atomic<i64>,
+    printed: Atomic<u32>,
+}
+
+impl RateLimit {
+    fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            start_ns: Atomic::new(0),
+            printed: Atomic::new(0),
+        }
+    }
+
+    /// Whether one more line may be printed now. Racing callers may together print a line or
+    /// two more than the burst.
+    fn allow(&self) -> bool {
+        let now = self.epoch.elapsed().as_nanos().max(1);
+        let start = self.start_ns.load(Relaxed);
+        if start == 0 || now - start > ERROR_LINES_INTERVAL.as_nanos() {
+            self.start_ns.store(now, Relaxed);
+            self.printed.store(0, Relaxed);
+        }
+        self.printed.fetch_add(1, Relaxed) < ERROR_LINES_BURST
     }
 }
 
@@ -154,6 +243,10 @@ struct Slot {
     aborted: bool,
     /// The request came from a foreign CPU (the slot is lent).
     lent: bool,
+    /// The command as it was sent, to send it again after an error that may be retried.
+    sqe: Sqe,
+    /// How many times it was sent again.
+    retries: u32,
 }
 
 impl Slot {
@@ -164,6 +257,8 @@ impl Slot {
             maps: DmaMapping::new(dev, MAX_SEGMENTS)?,
             aborted: false,
             lent: false,
+            sqe: Sqe::default(),
+            retries: 0,
         })
     }
 
@@ -274,6 +369,23 @@ impl QueueState {
         rq
     }
 
+    /// The command of slot `cid`, counted as retried, if it completed with `status` and is to
+    /// be sent again: the status lets it be retried, the queue is not being reset, the command
+    /// was neither a passthrough command (its caller decides) nor aborted for a timeout, and
+    /// it was retried fewer than `max_retries` times (C's `nvme_decide_disposition`).
+    fn retry(&mut self, cid: u16, status: u16) -> Option<Sqe> {
+        if !cmd::status_is_retryable(status) || !self.accepting {
+            return None;
+        }
+        let slot = self.slots.get_mut(usize::from(cid))?;
+        let rq = slot.rq.as_ref()?;
+        if slot.aborted || rq.is_driver_private() || slot.retries >= MAX_RETRIES.load(Relaxed) {
+            return None;
+        }
+        slot.retries += 1;
+        Some(slot.sqe)
+    }
+
     /// Advance the completion queue head of a queue of `depth` entries.
     fn advance_cq(&mut self, depth: u16) {
         self.cq_head += 1;
@@ -314,6 +426,9 @@ pub(crate) struct IoQueue {
     #[pin]
     state: SpinLockIrq<QueueState>,
     pub(crate) stats: QueueStats,
+    /// Fault injection: completions to be given another status (debugfs, tests only).
+    pub(crate) inject: Inject,
+    error_lines: RateLimit,
 }
 
 impl IoQueue {
@@ -340,6 +455,8 @@ impl IoQueue {
                 prps,
                 state <- new_spinlock_irq!(state),
                 stats: QueueStats::new(),
+                inject: Inject::new(),
+                error_lines: RateLimit::new(),
             }? Error),
             GFP_KERNEL,
         )
@@ -430,7 +547,10 @@ impl IoQueue {
                 return Err(SubmitError::Failed(rq, e));
             }
         };
+        sqe.set_cid(cid);
         slot.rq = Some(rq);
+        slot.sqe = sqe;
+        slot.retries = 0;
         st.occupy(cid, origin);
         self.stats.submitted.add(1, Relaxed);
         if delivery == Delivery::Lose {
@@ -441,7 +561,6 @@ impl IoQueue {
             );
             return Ok(());
         }
-        sqe.set_cid(cid);
         self.push(st, sqe);
         Ok(())
     }
@@ -469,13 +588,31 @@ impl IoQueue {
             };
             reaped.consumed = true;
             st.advance_cq(self.depth);
+            let cqe = self.inject.apply(cqe);
             if !st.accepting && aborted_by_sq_deletion(cqe.status) {
                 // The queues are being deleted before the controller is disabled: the request
                 // stays in its slot and is requeued (reset) or failed (shutdown) from there.
                 continue;
             }
+            if let Some(sqe) = st.retry(cqe.cid, cqe.status) {
+                self.stats.retried.add(1, Relaxed);
+                self.push(st, sqe);
+                continue;
+            }
+            // What the error line names, read before the slot is given back (errors only).
+            let failed = cqe.status & cmd::STATUS_SCT_SC_MASK != cmd::SC_SUCCESS;
+            let sent = st
+                .slots
+                .get(usize::from(cqe.cid))
+                .filter(|_| failed)
+                .map(|s| (s.sqe, s.retries));
             if let (Some(rq), Some(entry)) = (st.take(cqe.cid), done.get_mut(reaped.ended)) {
                 let status = request::end_status(&rq, &cqe);
+                if let (Err(e), Some((sqe, retries)), false) =
+                    (status, sent, rq.is_driver_private())
+                {
+                    self.log_error(&sqe, cqe.status, retries, e);
+                }
                 *entry = Some((rq, status));
                 reaped.ended += 1;
             }
@@ -484,6 +621,22 @@ impl IoQueue {
             self.regs.cq_doorbell(self.qid, st.cq_head);
         }
         reaped
+    }
+
+    /// Say which command failed and how (C's `nvme_log_error`), at most `ERROR_LINES_BURST`
+    /// lines per `ERROR_LINES_INTERVAL` and queue.
+    fn log_error(&self, sqe: &Sqe, status: u16, retries: u32, e: Error) {
+        if !self.error_lines.allow() {
+            return;
+        }
+        pr_err!(
+            "queue {}: {} failed: {}, error {}, {} retries\n",
+            self.qid,
+            sqe.describe(),
+            cmd::StatusText(status),
+            e.to_errno(),
+            retries
+        );
     }
 
     /// Reap the completion queue; returns whether there was anything.

@@ -375,6 +375,17 @@ impl QueueSet {
         admin.delete_io_queues(regs, &self.queues)
     }
 
+    /// Fault injection (debugfs, tests only): the next `count` successful completions of each
+    /// queue get `status`.
+    pub(crate) fn inject(&self, status: u16, count: u32) {
+        self.queues.iter().for_each(|q| q.inject.set(status, count));
+    }
+
+    /// What each queue still injects: completions left and status.
+    pub(crate) fn injecting(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.queues.iter().map(|q| q.inject.get())
+    }
+
     /// The counters of every queue, one [`Counters`] line each.
     pub(crate) fn counters(&self) -> impl Iterator<Item = Counters<'_>> {
         let nr_irq = self.nr_irq();
@@ -386,7 +397,7 @@ impl QueueSet {
 }
 
 /// The column names of [`Counters`].
-pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained";
+pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained retried";
 
 /// The counters of a queue as one line of numbers (debugfs, and the kernel log at removal),
 /// in the order of [`COUNTER_COLUMNS`].
@@ -407,7 +418,7 @@ impl kernel::fmt::Display for Counters<'_> {
         } = q.occupancy();
         write!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             q.qid,
             s.submitted.load(Relaxed),
             s.completed.load(Relaxed),
@@ -423,7 +434,8 @@ impl kernel::fmt::Display for Counters<'_> {
             s.requeued.load(Relaxed),
             u8::from(self.poll),
             s.polled.load(Relaxed),
-            s.hotplug_drained.load(Relaxed)
+            s.hotplug_drained.load(Relaxed),
+            s.retried.load(Relaxed)
         )
     }
 }

@@ -17,6 +17,7 @@ use kernel::{
     dma::Coherent,
     io::io_write,
     prelude::*,
+    sync::atomic::{Atomic, Relaxed},
 };
 
 /// blk-mq operations of the NVMe disks. The callbacks are in `ns.rs`; the type is declared
@@ -29,6 +30,45 @@ pub(crate) struct NsAddr {
     pub(crate) nsid: u32,
     /// Logical block size, as a shift.
     pub(crate) lba_shift: u32,
+}
+
+/// The format of a namespace as its disk serves it: what its requests become commands with.
+/// Changed only while the disk is frozen (a format, a rescan that found a new format), so a
+/// request in flight was always built with the values read now.
+pub(crate) struct NsShape {
+    pub(crate) nsid: u32,
+    lba_shift: Atomic<u32>,
+    /// Capacity in 512-byte sectors.
+    sectors: Atomic<u64>,
+}
+
+impl NsShape {
+    pub(crate) fn new(nsid: u32, lba_shift: u32, sectors: u64) -> Self {
+        Self {
+            nsid,
+            lba_shift: Atomic::new(lba_shift),
+            sectors: Atomic::new(sectors),
+        }
+    }
+
+    /// What a command names of the namespace now.
+    pub(crate) fn addr(&self) -> NsAddr {
+        NsAddr {
+            nsid: self.nsid,
+            lba_shift: self.lba_shift.load(Relaxed),
+        }
+    }
+
+    /// Capacity in 512-byte sectors.
+    pub(crate) fn sectors(&self) -> u64 {
+        self.sectors.load(Relaxed)
+    }
+
+    /// The disk took a new format (its queue frozen).
+    pub(crate) fn set(&self, lba_shift: u32, sectors: u64) {
+        self.lba_shift.store(lba_shift, Relaxed);
+        self.sectors.store(sectors, Relaxed);
+    }
 }
 
 /// What a command slot lends the command built into it: the slot's data mappings and its

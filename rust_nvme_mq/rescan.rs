@@ -2,7 +2,8 @@
 
 //! `NVME_IOCTL_RESCAN`: the namespace scan of probe ([`Namespaces::scan`]) run again, which
 //! adds a disk for each new namespace and removes the disks of namespaces that went away. The
-//! disks of namespaces still there are not touched (open files and I/O go on).
+//! disks of namespaces still there are revalidated: a new block size or capacity is set with
+//! the disk frozen (open files and I/O go on), a format the driver cannot serve removes it.
 //!
 //! Identify data goes to the admin queue's Identify buffer, which exists as long as the
 //! controller: a rescan needs no DMA allocation, so it does not need the PCI function to be

@@ -257,6 +257,102 @@ test_nvme_cli_open_across_unbind() {
     unload_nvme
 }
 
+# lbs: the logical block size of rnvme0n1 as the block layer has it.
+lbs() { cat /sys/block/rnvme0n1/queue/logical_block_size; }
+# lbaf_in_use: the LBA format namespace 1 uses (low nibble of FLBAS), from the controller.
+lbaf_in_use() { echo $(($(nvme id-ns $CDEV -n 1 -o json | json_num /dev/stdin flbas) & 15)); }
+
+# Format NVM through the controller's admin passthrough, as nvme-cli's `format` sends it but
+# without its rescan afterwards: the driver itself must revalidate the disk. QEMU's namespace
+# offers LBA formats 0 (512 bytes), 1 (512 + 8 metadata bytes) and 4 (4096 bytes).
+format_raw() { nvme admin-passthru "$1" --opcode=0x80 --namespace-id=1 --cdw10="$2" >/dev/null; }
+
+test_nvme_cli_format_block_size() {
+    load_nvme
+    expect_eq "block size before" "$(lbs)" 512
+    local sectors
+    sectors=$(cat /sys/block/rnvme0n1/size)
+    dmesg -c >/dev/null
+    format_raw $CDEV 4 || fail "Format NVM to LBA format 4 failed"
+    expect_eq "LBA format in use" "$(lbaf_in_use)" 4
+    expect_eq "block size after Format NVM to 4096-byte blocks" "$(lbs)" 4096
+    expect_eq "physical block size" "$(cat /sys/block/rnvme0n1/queue/physical_block_size)" 4096
+    expect_eq "capacity (sectors)" "$(cat /sys/block/rnvme0n1/size)" "$sectors"
+    dmesg | grep -q "rnvme0n1: new format: [0-9]* blocks of 4096 bytes" || fail "no message about the new format"
+    if dd if=/dev/zero of=$DEV bs=512 count=1 oflag=direct status=none 2>/dev/null; then
+        fail "a 512-byte direct write went through on a 4096-byte-block disk"
+    fi
+    fio_verify $DEV --size=16m
+    # Back with nvme-cli's own format (which also asks for a rescan), on the block device.
+    nvme format $DEV --lbaf=0 --force >/dev/null || fail "nvme format --lbaf=0 failed"
+    expect_eq "block size after nvme format --lbaf=0" "$(lbs)" 512
+    fio_verify $DEV --size=16m --bs=512
+    unload_nvme
+}
+
+test_nvme_cli_format_unusable_removes_disk() {
+    load_nvme
+    dmesg -c >/dev/null
+    # Metadata per block: the driver does not serve that format; the disk goes.
+    format_raw $CDEV 1 || fail "Format NVM to LBA format 1 failed"
+    wait_gone $DEV
+    dmesg | grep -q "rnvme0n1: namespace not usable, removing its disk" || fail "no removal message"
+    format_raw $CDEV 0 || fail "Format NVM back to LBA format 0 failed"
+    nvme ns-rescan $CDEV
+    wait_dev $DEV
+    expect_eq "block size after the rescan" "$(lbs)" 512
+    # The same through the disk's own ioctl: the disk cannot go from inside its ioctl; it is
+    # emptied (capacity 0, no I/O reaches the namespace) until a rescan removes it.
+    format_raw $DEV 1 || fail "Format NVM to LBA format 1 on the disk failed"
+    expect_eq "capacity of the emptied disk" "$(cat /sys/block/rnvme0n1/size)" 0
+    if dd if=$DEV of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null; then
+        [[ $(dd if=$DEV bs=4k count=1 iflag=direct status=none | wc -c) == 0 ]] ||
+            fail "a read of the emptied disk returned data"
+    fi
+    nvme ns-rescan $CDEV
+    wait_gone $DEV
+    format_raw $CDEV 0 || fail "Format NVM back to LBA format 0 failed"
+    nvme ns-rescan $CDEV
+    wait_dev $DEV
+    fio_verify $DEV --size=8m
+    unload_nvme
+}
+
+test_nvme_cli_format_under_io() {
+    load_nvme
+    # Another process reads and writes 4 KiB blocks all along; the format waits for its
+    # requests in flight and holds the next ones back until the disk has the new format.
+    fio --name=bg --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=8 --rw=randrw \
+        --bs=4k --size=64m --time_based --runtime=8 --output-format=terse >/tmp/bg.out 2>&1 &
+    local bg=$!
+    wait_io rnvme0n1
+    format_raw $CDEV 4 || fail "Format NVM under I/O failed"
+    expect_eq "block size after a format under I/O" "$(lbs)" 4096
+    wait $bg || { cat /tmp/bg.out; fail "the other process's I/O failed across the format"; }
+    awk -F';' '$1 == 3 { if ($5 != 0) exit 1 }' /tmp/bg.out || { cat /tmp/bg.out; fail "fio error across the format"; }
+    fio_verify $DEV --size=16m
+    format_raw $CDEV 0 || fail "Format NVM back to LBA format 0 failed"
+    expect_eq "block size back" "$(lbs)" 512
+    unload_nvme
+}
+
+test_nvme_cli_format_like_c() {
+    # The C driver on the same controller: the reference for the block size after a format.
+    modprobe nvme
+    wait_dev /dev/nvme0n1
+    format_raw /dev/nvme0 4 || fail "Format NVM through the C driver failed"
+    local c
+    for _ in $(seq 50); do
+        c=$(cat /sys/block/nvme0n1/queue/logical_block_size)
+        [[ $c == 4096 ]] && break
+        sleep 0.1
+    done
+    expect_eq "C driver's block size after Format NVM to LBA format 4" "$c" 4096
+    format_raw /dev/nvme0 0 || fail "Format NVM back through the C driver failed"
+    unload_module nvme
+    unload_module nvme_core 2>/dev/null || true
+}
+
 t nvme_cli_c_reference
 t nvme_cli_chardev_node
 t nvme_cli_id_ctrl_equal
@@ -270,4 +366,8 @@ t nvme_cli_bad_input
 t nvme_cli_bad_input_like_c
 t nvme_cli_reset_then_io
 t nvme_cli_open_across_unbind
+t nvme_cli_format_like_c
+t nvme_cli_format_block_size
+t nvme_cli_format_unusable_removes_disk
+t nvme_cli_format_under_io
 t_kernel_clean nvme_cli_kernel_clean

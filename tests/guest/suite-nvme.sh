@@ -347,6 +347,57 @@ test_nvme_timeout_params() {
     done
 }
 
+# read_injected STATUS COUNT: read the first 4 KiB with O_DIRECT on CPU 0 while the next COUNT
+# successful completions of each I/O queue get STATUS (debugfs inject_status); dd's errors go
+# to /tmp/dd.err; returns dd's exit status.
+read_injected() {
+    local inject=/sys/kernel/debug/rust_nvme_mq/rnvme0/inject_status rc=0
+    echo "$1 $2" >$inject
+    taskset -c 0 dd if=$DEV of=/tmp/rd bs=4k count=1 iflag=direct status=none 2>/tmp/dd.err || rc=$?
+    echo "0 0" >$inject
+    return $rc
+}
+
+# NVMe errors end to end: a status without Do Not Retry is retried up to max_retries (C's
+# default 5) and then fails; with DNR it fails at once; the errno is C's (nvme_error_status);
+# the kernel log names the command and the status.
+test_nvme_status_retry_and_errno() {
+    load_nvme
+    head -c 4096 /dev/urandom >/tmp/blk
+    dd if=/tmp/blk of=$DEV bs=4k oflag=direct status=none
+    local before
+    before=$(sum_col retried)
+    read_injected 0x21 3 || { cat /tmp/dd.err; fail "a read that failed 3 times (Command Interrupted, retryable) failed"; }
+    cmp /tmp/rd /tmp/blk || fail "the data read after 3 retries differs from what was written"
+    expect_eq "retries of 3 retryable failures" $(($(sum_col retried) - before)) 3
+    dmesg -c >/dev/null
+    before=$(sum_col retried)
+    ! read_injected 0x21 10 || fail "a read that failed 10 times succeeded (max_retries=5)"
+    grep -q "Remote I/O error" /tmp/dd.err || { cat /tmp/dd.err; fail "Command Interrupted: want EREMOTEIO (C: BLK_STS_TARGET)"; }
+    expect_eq "retries before giving up" $(($(sum_col retried) - before)) 5
+    dmesg | grep -E "queue [0-9]+: Read\(0x02\) @ LBA 0, [0-9]+ blocks failed: sct 0x0 / sc 0x21, error -121, 5 retries" ||
+        { dmesg | tail -n 5; fail "no error line naming the command and the status"; }
+    before=$(sum_col retried)
+    ! read_injected 0x4281 1 || fail "a read that failed with Unrecovered Read Error + DNR succeeded"
+    grep -q "No data available" /tmp/dd.err || { cat /tmp/dd.err; fail "read error: want ENODATA (C: BLK_STS_MEDIUM)"; }
+    expect_eq "retries of a DNR status" $(($(sum_col retried) - before)) 0
+    ! read_injected 0x4181 1 || fail "Invalid Protection Information succeeded"
+    grep -q "Invalid or incomplete multibyte" /tmp/dd.err || { cat /tmp/dd.err; fail "Invalid PI: want EILSEQ (C: BLK_STS_PROTECTION)"; }
+    ! read_injected 0x4180 1 || fail "Invalid Attributes succeeded"
+    grep -q "Operation not supported" /tmp/dd.err || { cat /tmp/dd.err; fail "Invalid Attributes: want EOPNOTSUPP (C: BLK_STS_NOTSUPP)"; }
+    read_injected 0 0 || fail "a read with nothing injected failed"
+    cmp /tmp/rd /tmp/blk || fail "the data differs after the injected errors"
+    unload_nvme
+    load_nvme max_retries=0
+    ! read_injected 0x21 1 || fail "with max_retries=0 a retryable failure was retried"
+    unload_nvme
+    dmesg -c >/dev/null
+    if insmod "$MODDIR/rust_nvme_mq.ko" max_retries=256 2>/dev/null; then
+        rmmod rust_nvme_mq; fail "insmod max_retries=256 succeeded"
+    fi
+    dmesg | grep -q "max_retries=256 is out of range (0..=255)" || fail "no clear message for max_retries=256"
+}
+
 # The disk's parent is the PCI function: /sys/block/rnvme0n1/device is the bound PCI device.
 test_nvme_disk_parent_is_pci_device() {
     load_nvme
@@ -527,6 +578,7 @@ t nvme_unbind_under_load_clean
 t nvme_open_disk_pins_module
 t nvme_timeout_abort_reset
 t nvme_timeout_params
+t nvme_status_retry_and_errno
 t nvme_disk_parent_is_pci_device
 t nvme_cpu_hotplug_overflow
 t nvme_cli_cross_check
