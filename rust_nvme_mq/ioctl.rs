@@ -285,36 +285,46 @@ impl Passthru {
             let _ = verdicts.push_within_capacity(self.revalidate(d));
         }
         drop(frozen);
-        let index = self.ctrl.index;
         for (d, verdict) in core::mem::take(&mut *disks).into_iter().zip(verdicts) {
-            match verdict {
-                Ok(Revalidated::Unusable) if Some(d.shape.nsid) != on_ns => {
-                    dev_info!(
-                        self.parent,
-                        "rnvme{}n{}: namespace not usable, removing its disk\n",
-                        index,
-                        d.shape.nsid
-                    );
-                    gone.push(d, GFP_KERNEL)?;
-                    continue;
-                }
-                Ok(Revalidated::Unusable) => d.empty(&self.parent, index),
-                Err(e) => {
-                    dev_err!(
-                        self.parent,
-                        "rnvme{}n{}: revalidating the namespace failed ({:?})\n",
-                        index,
-                        d.shape.nsid,
-                        e
-                    );
-                    d.empty(&self.parent, index);
-                }
-                Ok(_) => {}
+            if self.keeps(&d, verdict, on_ns) {
+                disks.push(d, GFP_KERNEL)?;
+            } else {
+                gone.push(d, GFP_KERNEL)?;
             }
-            disks.push(d, GFP_KERNEL)?;
         }
         drop(disks);
         outcome
+    }
+
+    /// Whether disk `d`, revalidated after a command (`verdict`), stays: an unusable one goes,
+    /// unless the command came through its own ioctl (`on_ns`); that one and one that could
+    /// not be revalidated stay with capacity 0.
+    fn keeps(&self, d: &NsDisk, verdict: Result<Revalidated>, on_ns: Option<u32>) -> bool {
+        let (index, nsid) = (self.ctrl.index, d.shape.nsid);
+        match verdict {
+            Ok(Revalidated::Unusable) if Some(nsid) != on_ns => {
+                dev_info!(
+                    self.parent,
+                    "rnvme{}n{}: namespace not usable, removing its disk\n",
+                    index,
+                    nsid
+                );
+                return false;
+            }
+            Ok(Revalidated::Unusable) => d.empty(&self.parent, index),
+            Err(e) => {
+                dev_err!(
+                    self.parent,
+                    "rnvme{}n{}: revalidating the namespace failed ({:?})\n",
+                    index,
+                    nsid,
+                    e
+                );
+                d.empty(&self.parent, index);
+            }
+            Ok(_) => {}
+        }
+        true
     }
 
     /// Bring disk `d` in line with what Identify Namespace says now.

@@ -268,6 +268,13 @@ impl Slot {
         self.aborted = false;
     }
 
+    /// Hold `rq`, sent as `sqe` (kept to send it again after an error that may be retried).
+    fn hold(&mut self, rq: ARef<Request<NvmeOps>>, sqe: Sqe) {
+        self.rq = Some(rq);
+        self.sqe = sqe;
+        self.retries = 0;
+    }
+
     /// Whether the slot holds the request at `rq` (compared by address only).
     fn holds(&self, rq: *const Request<NvmeOps>) -> bool {
         self.rq.as_ref().is_some_and(|r| core::ptr::eq(&**r, rq))
@@ -548,9 +555,7 @@ impl IoQueue {
             }
         };
         sqe.set_cid(cid);
-        slot.rq = Some(rq);
-        slot.sqe = sqe;
-        slot.retries = 0;
+        slot.hold(rq, sqe);
         st.occupy(cid, origin);
         self.stats.submitted.add(1, Relaxed);
         if delivery == Delivery::Lose {
