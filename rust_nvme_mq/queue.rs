@@ -604,19 +604,16 @@ impl IoQueue {
                 self.push(st, sqe);
                 continue;
             }
-            // What the error line names, read before the slot is given back (errors only).
-            let failed = cqe.status & cmd::STATUS_SCT_SC_MASK != cmd::SC_SUCCESS;
-            let sent = st
-                .slots
-                .get(usize::from(cqe.cid))
-                .filter(|_| failed)
-                .map(|s| (s.sqe, s.retries));
             if let (Some(rq), Some(entry)) = (st.take(cqe.cid), done.get_mut(reaped.ended)) {
                 let status = request::end_status(&rq, &cqe);
-                if let (Err(e), Some((sqe, retries)), false) =
-                    (status, sent, rq.is_driver_private())
-                {
-                    self.log_error(&sqe, cqe.status, retries, e);
+                // The slot keeps the command and its retry count after `take` (until the next
+                // submission into it, which this lock holds off).
+                if let (Err(e), false, Some(slot)) = (
+                    status,
+                    rq.is_driver_private(),
+                    st.slots.get(usize::from(cqe.cid)),
+                ) {
+                    self.log_error(&slot.sqe, cqe.status, slot.retries, e);
                 }
                 *entry = Some((rq, status));
                 reaped.ended += 1;
