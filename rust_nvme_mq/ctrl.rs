@@ -209,21 +209,27 @@ impl NsDisk {
         if f.lba_shift == now.lba_shift && sectors == self.shape.sectors() {
             return Ok(Revalidated::Same);
         }
-        let block = 1u32 << f.lba_shift;
-        let frozen = self.disk.freeze();
-        frozen.set_format(block, block, sectors)?;
-        self.shape.set(f.lba_shift, sectors);
-        drop(frozen);
+        self.reformat(f.lba_shift, sectors)?;
         dev_info!(
             dev,
             "rnvme{}n{}: new format: {} blocks of {} bytes ({} MiB)\n",
             index,
             nsid,
             f.nsze,
-            block,
+            1u32 << f.lba_shift,
             sectors >> 11
         );
         Ok(Revalidated::Changed)
+    }
+
+    /// Give the frozen disk (frozen here; freezes nest) the logical and physical block size
+    /// `1 << lba_shift` and `sectors`, and its requests the same.
+    fn reformat(&self, lba_shift: u32, sectors: u64) -> Result {
+        let block = 1u32 << lba_shift;
+        let frozen = self.disk.freeze();
+        frozen.set_format(block, block, sectors)?;
+        self.shape.set(lba_shift, sectors);
+        Ok(())
     }
 
     /// Give the disk capacity 0, so that no read or write reaches its namespace, whose format
@@ -231,12 +237,7 @@ impl NsDisk {
     /// it (and removes it, or gives it the namespace's format back).
     pub(crate) fn empty(&self, dev: &Device, index: u32) {
         let now = self.shape.addr();
-        let block = 1u32 << now.lba_shift;
-        let frozen = self.disk.freeze();
-        if frozen.set_format(block, block, 0).is_ok() {
-            self.shape.set(now.lba_shift, 0);
-        }
-        drop(frozen);
+        let _ = self.reformat(now.lba_shift, 0);
         dev_warn!(
             dev,
             "rnvme{}n{}: disk emptied; `nvme ns-rescan` on the controller revalidates it\n",
@@ -375,6 +376,15 @@ impl Ctrl {
             return Err(ENODEV);
         }
         Ok(admin)
+    }
+
+    /// Identify Namespace `nsid` on a live controller: its format, `None` if it is empty or
+    /// its format is not supported (said on `dev`).
+    pub(crate) fn identify_ns(&self, dev: &Device, nsid: u32) -> Result<Option<cmd::NsFormat>> {
+        self.live_admin()?
+            .identify::<cmd::IdNs, _>(&self.regs, nsid, cmd::CNS_NAMESPACE, |id| {
+                cmd::ns_format(dev, nsid, id)
+            })
     }
 
     /// Hand the disks of the namespaces to the controller, which removes them if it dies.

@@ -12,7 +12,7 @@
 //! character device's (`chardev.rs`, `rescan.rs`).
 
 use crate::{
-    cmd::{self, IdNs, Sqe},
+    cmd::{self, Sqe},
     ctrl::{Ctrl, CtrlState, NsDisk, Revalidated},
 };
 use kernel::{
@@ -329,13 +329,7 @@ impl Passthru {
 
     /// Bring disk `d` in line with what Identify Namespace says now.
     fn revalidate(&self, d: &NsDisk) -> Result<Revalidated> {
-        let nsid = d.shape.nsid;
-        let format = self.ctrl.live_admin()?.identify::<IdNs, _>(
-            &self.ctrl.regs,
-            nsid,
-            cmd::CNS_NAMESPACE,
-            |id| cmd::ns_format(&self.parent, nsid, id),
-        )?;
+        let format = self.ctrl.identify_ns(&self.parent, d.shape.nsid)?;
         d.revalidate(&self.parent, self.ctrl.index, format)
     }
 

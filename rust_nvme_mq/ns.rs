@@ -6,7 +6,7 @@
 //! of vanished namespaces, at probe and for a rescan.
 
 use crate::{
-    cmd::{self, IdNs, NsFormat, NsList},
+    cmd::{self, NsFormat, NsList},
     ctrl::{Ctrl, CtrlInfo, CtrlState, NsDisk, Revalidated},
     ioctl::Passthru,
     prp::MAX_SEGMENTS,
@@ -282,11 +282,7 @@ impl Namespaces {
 
     /// Identify namespace `nsid`; `None` if it is empty or its format is not supported.
     fn identify_ns(&self, nsid: u32) -> Result<Option<NsFormat>> {
-        let ctrl = &self.ctrl;
-        ctrl.live_admin()?
-            .identify::<IdNs, _>(&ctrl.regs, nsid, cmd::CNS_NAMESPACE, |id| {
-                cmd::ns_format(&self.parent, nsid, id)
-            })
+        self.ctrl.identify_ns(&self.parent, nsid)
     }
 
     /// Bring disk `d`, whose namespace is still active, in line with what Identify Namespace

@@ -11,7 +11,7 @@
 
 use crate::{
     admin::AdminQueue,
-    queue::{Delivery, IoQueue, Occupancy, Origin, SubmitError},
+    queue::{Delivery, Found, IoQueue, Occupancy, Origin, SubmitError},
     regs::Regs,
     request::{NsAddr, NvmeOps},
 };
@@ -281,20 +281,18 @@ impl QueueSet {
 
     /// Where the command of the request at `rq` is (compared by address only).
     pub(crate) fn find(&self, rq: *const Request<NvmeOps>) -> Option<Located<'_>> {
-        self.queues.iter().find_map(|q| {
-            let found = q.find(rq)?;
-            Some(Located {
-                queue: q,
-                cid: found.cid,
-                aborted_before: found.aborted_before,
-            })
-        })
+        self.locate(|q| q.find(rq))
     }
 
     /// Where the command of the request at `rq` is, noted as aborted now.
     pub(crate) fn mark_aborted(&self, rq: *const Request<NvmeOps>) -> Option<Located<'_>> {
+        self.locate(|q| q.mark_aborted(rq))
+    }
+
+    /// The first queue where `look` finds the command, and where it is.
+    fn locate(&self, look: impl Fn(&IoQueue) -> Option<Found>) -> Option<Located<'_>> {
         self.queues.iter().find_map(|q| {
-            let found = q.mark_aborted(rq)?;
+            let found = look(q)?;
             Some(Located {
                 queue: q,
                 cid: found.cid,
