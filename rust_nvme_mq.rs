@@ -11,9 +11,11 @@
 //! BAR0 is mapped, CAP and VS are read, the controller is disabled (waiting for CSTS.RDY to
 //! clear within CAP.TO), the admin queue pair is allocated in DMA coherent memory and the
 //! controller enabled (CSTS.RDY within CAP.TO; CSTS.CFS or the timeout fail the probe with a
-//! message). Admin commands are polled, one at a time, each for at most `admin_timeout`
-//! seconds (they run at probe, for resets, removal and shutdown, for an Abort, for a rescan and
-//! for the admin passthrough ioctls). Identify Controller gives MDTS, the optional commands (ONCS) and the volatile write cache (VWC);
+//! message). Admin commands are polled. The driver's own run one at a time, each for at most
+//! `admin_timeout` seconds (at probe, for resets, removal and shutdown, for an Abort, for a
+//! rescan); a user's (the admin passthrough ioctls) is waited for without the admin lock, for
+//! the caller's `timeout_ms` (or `admin_timeout`), and resets the controller if it does not
+//! complete in time (`rust_nvme_mq/admin.rs`). Identify Controller gives MDTS, the optional commands (ONCS) and the volatile write cache (VWC);
 //! Set Features (Number of Queues) asks for one I/O queue pair per CPU (or `nr_io_queues`),
 //! and one completion queue plus one submission queue is created per granted pair, each
 //! completion queue with its own MSI-X vector (queues share vectors round robin when fewer

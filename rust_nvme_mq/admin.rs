@@ -3,10 +3,16 @@
 //! The admin queue pair and the admin commands: Identify, Set Features (Number of Queues),
 //! Create and Delete I/O Completion/Submission Queue, Abort.
 //!
-//! Admin commands are polled, one at a time (the controller's admin lock): at probe, for
-//! resets, removal and shutdown, for an Abort on a timeout, and for the ioctls (admin
-//! passthrough, rescan). Identify data goes to one buffer of the admin queue, allocated with
-//! it: every Identify (probe, rescan) takes this one path and needs no DMA allocation.
+//! Admin commands are polled. The driver's own (at probe, for resets, removal and shutdown,
+//! an Abort on a timeout, Identify for a rescan) run one at a time under the controller's admin
+//! lock, each for at most `admin_timeout`. A user's command (the admin passthrough ioctls) is
+//! submitted under the lock and then waited for without it, for its own timeout: an Abort or a
+//! reset never waits for it, only for the driver command that holds the lock. Whoever holds
+//! the lock reaps every completion and notes it in the slot of its command identifier, where
+//! the issuer finds it. A reset or disable notes every command still outstanding as lost.
+//!
+//! Identify data goes to one buffer of the admin queue, allocated with it: every Identify
+//! (probe, rescan) takes this one path and needs no DMA allocation.
 
 use crate::{
     cmd::{self, Sqe},
@@ -29,7 +35,50 @@ const ADMIN_DELETE_SQ: u8 = 0x00;
 /// Delete I/O Completion Queue.
 const ADMIN_DELETE_CQ: u8 = 0x04;
 /// How often to look for the completion of an admin command.
-const POLL_INTERVAL: Delta = Delta::from_millis(1);
+pub(crate) const POLL_INTERVAL: Delta = Delta::from_millis(1);
+/// How many user commands may be outstanding at once: one slot stays for the driver's own
+/// command, and one ring entry stays empty (so neither ring can overflow).
+const USER_SLOTS: usize = ADMIN_DEPTH as usize - 2;
+
+/// What became of the command with a given command identifier (its slot).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Slot {
+    /// No command has this identifier.
+    Free,
+    /// Submitted, its issuer waits for it.
+    Waiting,
+    /// Submitted, its issuer stopped waiting (a driver command that timed out): freed when it
+    /// completes or is lost.
+    Abandoned,
+    /// Completed with this status field and dword 0, for its issuer to take.
+    Done(u16, u32),
+    /// Lost in a reset or disable: it will never complete.
+    Lost,
+}
+
+/// A command submitted to the admin queue, to wait for (see [`AdminQueue::take`]).
+#[must_use]
+pub(crate) struct Ticket {
+    cid: u16,
+}
+
+/// The outcome of a user command taken by [`AdminQueue::take`].
+pub(crate) enum Outcome {
+    /// Completed: status field (0: success) and dword 0.
+    Done(u16, u32),
+    /// Lost in a reset or disable of the controller.
+    Lost,
+}
+
+impl Outcome {
+    /// Status field and dword 0; `EINTR` for a lost command (as C's cancelled commands).
+    pub(crate) fn into_result(self) -> Result<(u16, u32)> {
+        match self {
+            Self::Done(status, result) => Ok((status, result)),
+            Self::Lost => Err(EINTR),
+        }
+    }
+}
 
 /// The admin queue pair, used synchronously.
 pub(crate) struct AdminQueue {
@@ -38,7 +87,8 @@ pub(crate) struct AdminQueue {
     tail: u16,
     head: u16,
     phase: bool,
-    next_cid: u16,
+    /// By command identifier.
+    slots: [Slot; ADMIN_DEPTH as usize],
     /// How long a command may take (`admin_timeout`).
     timeout: Delta,
     /// Where Identify commands put their data structure.
@@ -54,7 +104,7 @@ impl AdminQueue {
             tail: 0,
             head: 0,
             phase: true,
-            next_cid: 0,
+            slots: [Slot::Free; ADMIN_DEPTH as usize],
             timeout,
             identify: Coherent::<u8>::zeroed_slice(dev, cmd::IDENTIFY_SIZE, GFP_KERNEL)?,
         })
@@ -66,8 +116,21 @@ impl AdminQueue {
         regs.enable()
     }
 
-    /// Start afresh after a controller reset: empty queues, phase 1.
+    /// How long a driver command may take (`admin_timeout`).
+    pub(crate) fn timeout(&self) -> Delta {
+        self.timeout
+    }
+
+    /// Start afresh after the controller was disabled: empty queues, phase 1. Commands still
+    /// outstanding are lost (their issuers learn it from [`AdminQueue::take`]).
     pub(crate) fn clear(&mut self) -> Result {
+        for slot in &mut self.slots {
+            *slot = match *slot {
+                Slot::Waiting => Slot::Lost,
+                Slot::Abandoned => Slot::Free,
+                other => other,
+            };
+        }
         cmd::clear_cq(&self.cq, ADMIN_DEPTH)?;
         self.tail = 0;
         self.head = 0;
@@ -75,23 +138,71 @@ impl AdminQueue {
         Ok(())
     }
 
-    /// Reap completions until the one of command `cid`; returns its status field and dword 0,
-    /// or `None` if it has not completed yet.
-    fn reap(&mut self, regs: &Regs, cid: u16) -> Result<Option<(u16, u32)>> {
+    /// Reap every completion there is, noting each in the slot of its command. `EIO` if the
+    /// controller reports a fatal status (CSTS.CFS).
+    fn reap(&mut self, regs: &Regs) -> Result {
         while let Some(cqe) = cmd::read_cqe(&self.cq, self.head, self.phase)? {
             self.head = (self.head + 1) % ADMIN_DEPTH;
             if self.head == 0 {
                 self.phase = !self.phase;
             }
             regs.cq_doorbell(0, self.head);
-            if cqe.cid == cid {
-                return Ok(Some((cqe.status, cqe.result)));
+            match self.slots.get_mut(usize::from(cqe.cid)) {
+                Some(slot @ Slot::Waiting) => *slot = Slot::Done(cqe.status, cqe.result),
+                Some(slot @ Slot::Abandoned) => *slot = Slot::Free,
+                _ => pr_warn!("admin completion for unknown command {}\n", cqe.cid),
             }
         }
         if regs.csts().is_some_and(|csts| csts.cfs()) {
             return Err(EIO);
         }
-        Ok(None)
+        Ok(())
+    }
+
+    /// Submit `sqe` in a free slot among the first `slots`; `EBUSY` if there is none.
+    fn submit_in(&mut self, regs: &Regs, mut sqe: Sqe, slots: usize) -> Result<Ticket> {
+        let free = self.slots[..slots].iter().position(|s| *s == Slot::Free);
+        let cid = u16::try_from(free.ok_or(EBUSY)?)?;
+        sqe.set_cid(cid);
+        cmd::write_sqe(&self.sq, self.tail, sqe)?;
+        self.slots[usize::from(cid)] = Slot::Waiting;
+        self.tail = (self.tail + 1) % ADMIN_DEPTH;
+        regs.sq_doorbell(0, self.tail);
+        Ok(Ticket { cid })
+    }
+
+    /// Submit a user's command (`EBUSY` if as many as the queue takes are outstanding); wait
+    /// for it without the lock, with [`AdminQueue::poll`].
+    pub(crate) fn submit_user(&mut self, regs: &Regs, sqe: Sqe) -> Result<Ticket> {
+        self.submit_in(regs, sqe, USER_SLOTS)
+    }
+
+    /// Reap, then take the outcome of `ticket` if there is one (its slot is then free).
+    /// `EIO`: the controller reports a fatal status.
+    pub(crate) fn poll(&mut self, regs: &Regs, ticket: &Ticket) -> Result<Option<Outcome>> {
+        self.reap(regs)?;
+        Ok(self.take(ticket))
+    }
+
+    /// The outcome of `ticket` if there is one (its slot is then free), without reaping.
+    pub(crate) fn take(&mut self, ticket: &Ticket) -> Option<Outcome> {
+        let slot = &mut self.slots[usize::from(ticket.cid)];
+        let outcome = match *slot {
+            Slot::Done(status, result) => Outcome::Done(status, result),
+            Slot::Lost => Outcome::Lost,
+            _ => return None,
+        };
+        *slot = Slot::Free;
+        Some(outcome)
+    }
+
+    /// Stop waiting for `ticket`: its slot is freed once the command completes or is lost.
+    pub(crate) fn abandon(&mut self, ticket: Ticket) {
+        let slot = &mut self.slots[usize::from(ticket.cid)];
+        *slot = match *slot {
+            Slot::Waiting => Slot::Abandoned,
+            _ => Slot::Free,
+        };
     }
 
     /// Run `sqe` and wait for its completion; returns dword 0 of the completion.
@@ -100,23 +211,26 @@ impl AdminQueue {
         cmd::status_to_result(status).map(|()| result)
     }
 
-    /// Run `sqe` and wait for its completion; returns its status field (0: success) and
-    /// dword 0, whatever the status.
-    pub(crate) fn run_status(&mut self, regs: &Regs, mut sqe: Sqe) -> Result<(u16, u32)> {
-        let cid = self.next_cid;
-        self.next_cid = self.next_cid.wrapping_add(1);
-        sqe.set_cid(cid);
-        cmd::write_sqe(&self.sq, self.tail, sqe)?;
-        self.tail = (self.tail + 1) % ADMIN_DEPTH;
-        regs.sq_doorbell(0, self.tail);
+    /// Run a driver command `sqe`, holding the lock, and wait for its completion (at most
+    /// `admin_timeout`); returns its status field (0: success) and dword 0, whatever the
+    /// status.
+    pub(crate) fn run_status(&mut self, regs: &Regs, sqe: Sqe) -> Result<(u16, u32)> {
+        let ticket = self.submit_in(regs, sqe, usize::from(ADMIN_DEPTH) - 1)?;
         let timeout = self.timeout;
-        read_poll_timeout(
-            || self.reap(regs, cid),
-            |done| done.is_some(),
+        let waited = read_poll_timeout(
+            || self.poll(regs, &ticket),
+            |outcome| outcome.is_some(),
             POLL_INTERVAL,
             timeout,
-        )?
-        .ok_or(ETIMEDOUT)
+        );
+        match waited {
+            Ok(Some(Outcome::Done(status, result))) => Ok((status, result)),
+            Ok(_) => Err(EINTR),
+            Err(e) => {
+                self.abandon(ticket);
+                Err(e)
+            }
+        }
     }
 
     /// Run Identify `cns` for `nsid` and call `f` with the data structure (zeroed first:

@@ -10,28 +10,68 @@ use kernel::{
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
     str::CString,
-    sync::{new_mutex, Arc, ArcBorrow, Mutex},
+    sync::{new_condvar, new_mutex, Arc, ArcBorrow, CondVar, Mutex},
 };
 
 /// What the character device's open files reach the controller through: its namespaces
 /// (for a rescan, and the Identify strings) and its passthrough ioctls. Cut at unbind
 /// ([`Link::cut`]), so that a file held open keeps neither the controller nor its DMA memory
-/// (queues, the bounce buffer) past the unbind: its ioctls then fail with `ENODEV`. An ioctl
-/// holds the lock while it runs, so cutting waits for a running one.
+/// (queues, the bounce buffer) past the unbind: its ioctls then fail with `ENODEV`. Ioctls run
+/// side by side, each counted while it runs ([`Link::with`]); cutting waits for them.
 #[pin_data]
 pub(crate) struct Link {
     #[pin]
-    ns: Mutex<Option<Arc<Namespaces>>>,
+    state: Mutex<LinkState>,
+    /// Signalled when the last running ioctl is done.
+    #[pin]
+    idle: CondVar,
+}
+
+struct LinkState {
+    ns: Option<Arc<Namespaces>>,
+    /// Ioctls (and attribute reads) running.
+    users: usize,
 }
 
 impl Link {
     fn new(ns: Arc<Namespaces>) -> Result<Arc<Self>> {
-        Arc::pin_init(pin_init!(Self { ns <- new_mutex!(Some(ns)) }), GFP_KERNEL)
+        Arc::pin_init(
+            pin_init!(Self {
+                state <- new_mutex!(LinkState { ns: Some(ns), users: 0 }),
+                idle <- new_condvar!(),
+            }),
+            GFP_KERNEL,
+        )
     }
 
-    /// Cut the link (at unbind, after the disks were removed).
+    /// Call `f` with the namespaces, unless the link is cut (`ENODEV`). Its reference to them
+    /// is dropped before the call counts as done, so the last one is never dropped after
+    /// [`Link::cut`] returns.
+    fn with<R>(&self, f: impl FnOnce(&Namespaces) -> Result<R>) -> Result<R> {
+        let ns = {
+            let mut state = self.state.lock();
+            let ns = state.ns.clone().ok_or(ENODEV)?;
+            state.users += 1;
+            ns
+        };
+        let result = f(&ns);
+        drop(ns);
+        let mut state = self.state.lock();
+        state.users -= 1;
+        if state.users == 0 {
+            self.idle.notify_all();
+        }
+        result
+    }
+
+    /// Cut the link (at unbind, after the disks were removed), and wait for the ioctls that
+    /// still run.
     pub(crate) fn cut(&self) {
-        *self.ns.lock() = None;
+        let mut state = self.state.lock();
+        state.ns = None;
+        while state.users > 0 {
+            self.idle.wait(&mut state);
+        }
     }
 }
 
@@ -52,24 +92,23 @@ impl MiscDevice for CtrlChardev {
     const ATTRIBUTES: &'static [&'static CStr] = &[c"model", c"serial", c"firmware_rev"];
 
     fn show_attribute(link: &Arc<Link>, index: usize, buf: &mut [u8]) -> Result<usize> {
-        let ns = link.ns.lock();
-        let id = &ns.as_ref().ok_or(ENODEV)?.info;
-        let field: &[u8] = match index {
-            0 => &id.model,
-            1 => &id.serial,
-            2 => &id.firmware_rev,
-            _ => return Err(EINVAL),
-        };
-        show_id_string(field, buf)
+        link.with(|ns| {
+            let id = &ns.info;
+            let field: &[u8] = match index {
+                0 => &id.model,
+                1 => &id.serial,
+                2 => &id.firmware_rev,
+                _ => return Err(EINVAL),
+            };
+            show_id_string(field, buf)
+        })
     }
 
     fn ioctl(link: ArcBorrow<'_, Link>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        let ns = link.ns.lock();
-        let ns = ns.as_ref().ok_or(ENODEV)?;
-        match cmd {
+        link.with(|ns| match cmd {
             NVME_IOCTL_RESCAN => rescan(ns),
             _ => ns.passthru.ioctl(cmd, arg),
-        }
+        })
         .map(|r| r as isize)
     }
 }

@@ -76,6 +76,10 @@ impl Sqe {
         }
     }
 
+    pub(crate) fn opcode(&self) -> u8 {
+        self.opcode
+    }
+
     /// Set the command identifier.
     pub(crate) fn set_cid(&mut self, cid: u16) {
         self.cid = cid;

@@ -4,8 +4,8 @@
 //! its namespaces, the steps of bringing it up, reset, removal and shutdown.
 
 use crate::{
-    admin::AdminQueue,
-    cmd::{self, IdCtrl},
+    admin::{AdminQueue, POLL_INTERVAL},
+    cmd::{self, IdCtrl, Sqe},
     prp::PRP_LIST_ENTRIES,
     queue::Delivery,
     queueset::{QueueSet, COUNTER_COLUMNS},
@@ -15,7 +15,7 @@ use crate::{
 use kernel::{
     block::mq::{gen_disk::GenDisk, DmaDevice},
     device::{Bound, Core, Device},
-    io::{io_read, Io},
+    io::{io_read, poll::read_poll_timeout, Io},
     page::PAGE_SIZE,
     pci,
     prelude::*,
@@ -37,6 +37,10 @@ const PCI_LOCK_TRIES: u32 = 100;
 /// How long a shutdown waits for the commands in flight to complete before it deletes the
 /// queues (as long as the C driver's `nvme_wait_freeze_timeout()` at shutdown).
 const SHUTDOWN_DRAIN: Delta = Delta::from_secs(30);
+
+/// How long a timed-out user admin command waits, beyond one `admin_timeout`, for the reset
+/// to note it as lost.
+const LOST_WAIT: Delta = Delta::from_secs(10);
 
 /// Controller indices (`rnvme<C>`) in use, one bit each.
 static CTRL_INDICES: Atomic<u32> = Atomic::new(0);
@@ -378,6 +382,75 @@ impl Ctrl {
         Ok(admin)
     }
 
+    /// Run a user's admin command `sqe` (the passthrough ioctls) on a live controller and
+    /// wait for it, for `timeout` (`None`: `admin_timeout`), without holding the admin lock:
+    /// Aborts, resets and the driver's other commands go on meanwhile. Returns its status
+    /// field and dword 0. A command that does not complete in time resets the controller,
+    /// like the C driver's `nvme_timeout()` for admin commands, and fails with `EINTR` (as a
+    /// cancelled command does in C) once the controller no longer holds it, so that its data
+    /// buffer can be reused. `EINTR` too if a reset or removal loses it meanwhile.
+    pub(crate) fn run_user_admin(
+        self: &Arc<Self>,
+        sqe: Sqe,
+        timeout: Option<Delta>,
+    ) -> Result<(u16, u32)> {
+        let opcode = sqe.opcode();
+        let (ticket, admin_timeout) = {
+            let mut admin = self.live_admin()?;
+            (admin.submit_user(&self.regs, sqe)?, admin.timeout())
+        };
+        let timeout = timeout.unwrap_or(admin_timeout);
+        // Reap only when nobody else holds the lock: whoever does reaps for everybody.
+        let waited = read_poll_timeout(
+            || match self.admin.try_lock() {
+                Some(mut admin) => admin.poll(&self.regs, &ticket),
+                None => Ok(None),
+            },
+            |outcome| outcome.is_some(),
+            POLL_INTERVAL,
+            timeout,
+        );
+        let why = match waited {
+            Ok(Some(outcome)) => return outcome.into_result(),
+            Err(e) if e == EIO => "outstanding on a failed controller (CSTS.CFS)",
+            _ => "timed out",
+        };
+        if let Some(outcome) = self.admin.lock().take(&ticket) {
+            return outcome.into_result();
+        }
+        pr_warn!(
+            "rnvme{}: admin command {:#04x} {} after {} ms: resetting the controller\n",
+            self.index,
+            opcode,
+            why,
+            timeout.as_millis()
+        );
+        self.schedule_reset();
+        // The reset (or, during removal, the disable) notes the command as lost once the
+        // controller is disabled; that takes at most one driver command (Delete I/O queue)
+        // beyond what the controller needs.
+        let lost = read_poll_timeout(
+            || Ok(self.admin.lock().take(&ticket)),
+            |outcome| outcome.is_some(),
+            POLL_INTERVAL,
+            admin_timeout + LOST_WAIT,
+        );
+        match lost {
+            Ok(Some(outcome)) => outcome.into_result(),
+            _ => {
+                // Not seen to happen: the controller may still hold the command, whose data
+                // buffer the next command then shares.
+                pr_err!(
+                    "rnvme{}: admin command {:#04x} still outstanding after a reset\n",
+                    self.index,
+                    opcode
+                );
+                self.admin.lock().abandon(ticket);
+                Err(EIO)
+            }
+        }
+    }
+
     /// Identify Namespace `nsid` on a live controller: its format, `None` if it is empty or
     /// its format is not supported (said on `dev`).
     pub(crate) fn identify_ns(&self, dev: &Device, nsid: u32) -> Result<Option<cmd::NsFormat>> {
@@ -455,6 +528,10 @@ impl Ctrl {
         let mut admin = self.admin.lock();
         self.queues.stop_accepting();
         self.delete_io_queues(&mut admin);
+        // Shut down now rather than with the last reference: an ioctl waiting for a user's
+        // admin command holds one. Its command is lost, and it returns.
+        self.regs.shutdown();
+        let _ = admin.clear();
     }
 
     /// System shutdown (reboot, power-off, kexec) with the driver still bound, like the C

@@ -230,18 +230,16 @@ impl Passthru {
         let sqe = check_admin(&c)?;
         let len = usize::try_from(c.data_len)?;
         let to_ctrl = c.opcode & 1 != 0;
+        let timeout = (c.timeout_ms != 0).then(|| Delta::from_millis(c.timeout_ms.into()));
         let (status, result) = if changes_namespaces(c.opcode) {
-            self.admin_cmd_frozen(on_ns, sqe, to_ctrl, c.addr, len)?
+            self.admin_cmd_frozen(on_ns, sqe, to_ctrl, c.addr, len, timeout)?
         } else {
-            self.run_with_data(sqe, to_ctrl, c.addr, len, |sqe| self.run_admin(sqe))?
+            self.run_with_data(sqe, to_ctrl, c.addr, len, |sqe| {
+                self.ctrl.run_user_admin(sqe, timeout)
+            })?
         };
         write_result(arg, layout, result)?;
         Ok(status.into())
-    }
-
-    /// Run `sqe` on the admin queue of a live controller; returns its status and dword 0.
-    fn run_admin(&self, sqe: Sqe) -> Result<(u16, u32)> {
-        self.ctrl.live_admin()?.run_status(&self.ctrl.regs, sqe)
     }
 
     /// An admin command that changes the format or content of namespaces, like the C driver's
@@ -260,6 +258,7 @@ impl Passthru {
         to_ctrl: bool,
         addr: u64,
         len: usize,
+        timeout: Option<Delta>,
     ) -> Result<(u16, u32)> {
         // Dropped (the disks deleted) after the lock on the list is released, as in a rescan.
         let mut gone = KVec::new();
@@ -273,8 +272,12 @@ impl Passthru {
                 // Cannot fail: room for every disk was allocated before.
                 let _ = frozen.push_within_capacity(d.disk.freeze());
             }
-            let outcome = self.run_admin(sqe);
-            sent = outcome != Err(ENODEV);
+            let outcome = self.ctrl.run_user_admin(sqe, timeout);
+            // Not sent: the controller is not live, or the admin queue is full.
+            sent = outcome
+                .as_ref()
+                .err()
+                .is_none_or(|e| *e != ENODEV && *e != EBUSY);
             outcome
         });
         if !sent {

@@ -43,6 +43,8 @@ test_nvme_cli_c_reference() {
     collect "$C_DIR" /dev/nvme0 /dev/nvme0n1
     stat -c '%a %u' /dev/nvme0 >"$C_DIR.mode"
     cat "$C_DIR/feature7.txt" "$C_DIR/passthru.txt"
+    hung_admin /dev/nvme0 2000 >"$C_DIR/aer.out" 2>&1 || true
+    cat "$C_DIR/aer.out"
     unload_module nvme
     unload_module nvme_core 2>/dev/null || true
     [[ -s $C_DIR/id-ctrl.json ]] || fail "no id-ctrl from the C driver"
@@ -257,6 +259,105 @@ test_nvme_cli_open_across_unbind() {
     unload_nvme
 }
 
+# A user admin command that never completes: Asynchronous Event Request, which QEMU's controller
+# holds until an event occurs (none does here). now_ms: uptime in milliseconds; ms_since START:
+# milliseconds since now_ms said START.
+hung_admin() { nvme admin-passthru "$1" --opcode=0x0c --timeout="$2"; }
+now_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+ms_since() { echo $(($(now_ms) - $1)); }
+
+# The caller's timeout_ms: a hung admin command returns after it, not after admin_timeout, with
+# EINTR (as the C driver's, which resets the controller); this driver resets the controller too,
+# and the controller then serves I/O and admin commands.
+test_nvme_cli_admin_timeout() {
+    dmesg -c >/dev/null
+    load_nvme admin_timeout=30
+    local start ms rc=0
+    start=$(now_ms)
+    hung_admin $CDEV 2000 >/tmp/aer.out 2>&1 || rc=$?
+    ms=$(ms_since "$start")
+    cat /tmp/aer.out
+    echo "hung admin command with timeout_ms=2000: rc=$rc after $ms ms"
+    [[ $rc != 0 ]] || fail "the hung command succeeded"
+    grep -q "Interrupted system call" /tmp/aer.out || fail "not EINTR"
+    [[ $(grep -c "Interrupted system call" "$C_DIR/aer.out") == 1 ]] \
+        || fail "the C driver's answer differs: $(cat "$C_DIR/aer.out")"
+    ((ms >= 2000 && ms < 10000)) || fail "returned after $ms ms, want the caller's 2000 ms"
+    dmesg | grep -E "rnvme0: (admin command|controller reset)"
+    dmesg | grep -q "rnvme0: admin command 0x0c timed out after 2000 ms: resetting the controller" \
+        || fail "no timeout message"
+    dmesg | grep -q "rnvme0: controller reset done" || fail "no reset"
+    nvme id-ctrl $CDEV | grep -q rblk0001 || fail "admin command after the reset"
+    fio_verify $DEV --size=8m
+    unload_nvme
+}
+
+# While a user's admin command hangs (timeout 20 s), the driver's own admin commands do not wait
+# for it: a rescan (Identify) returns at once, and an I/O command that times out (io_timeout=1)
+# gets its Abort after 1 s and its reset after 2 s, which loses the hung command (EINTR then).
+test_nvme_cli_admin_hung_no_block() {
+    dmesg -c >/dev/null
+    load_nvme io_timeout=1 admin_timeout=30
+    local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 start ms pid rc=0
+    head -c 4096 /dev/urandom >/tmp/known
+    dd if=/tmp/known of=$DEV bs=4k seek=100 oflag=direct,sync status=none
+    start=$(now_ms)
+    hung_admin $CDEV 20000 >/tmp/aer.out 2>&1 &
+    pid=$!
+    sleep 0.5
+    nvme ns-rescan $CDEV || fail "rescan with a hung admin command outstanding"
+    ms=$(ms_since "$start")
+    echo "rescan done $ms ms after the hung command started"
+    ((ms < 5000)) || fail "the rescan waited $ms ms for the hung command"
+    kill -0 $pid 2>/dev/null || fail "the hung command ended early: $(cat /tmp/aer.out)"
+    echo 1 >$k/lose_commands
+    dd if=$DEV of=/tmp/lost bs=4k count=1 skip=100 iflag=direct status=none \
+        || fail "the lost read failed"
+    ms=$(ms_since "$start")
+    echo "lost read done (abort, reset) $ms ms after the hung command started"
+    cmp /tmp/lost /tmp/known || fail "the lost read returned wrong data"
+    ((ms < 12000)) || fail "the abort and reset waited $ms ms for the hung command"
+    dmesg | grep -E "rnvme0: (command .* timed out|controller reset done)"
+    dmesg | grep -q "timed out, aborting" || fail "no abort"
+    wait $pid || rc=$?
+    ms=$(ms_since "$start")
+    cat /tmp/aer.out
+    echo "hung command: rc=$rc after $ms ms"
+    [[ $rc != 0 ]] && grep -q "Interrupted system call" /tmp/aer.out \
+        || fail "the hung command was not lost in the reset"
+    ((ms < 15000)) || fail "the hung command outlived the reset: $ms ms"
+    fio_verify $DEV --size=8m
+    unload_nvme
+}
+
+# Unbinding the controller while a user's admin command hangs: the unbind does not wait for its
+# timeout (the controller is shut down at once), the command fails with EINTR.
+test_nvme_cli_admin_hung_unbind() {
+    dmesg -c >/dev/null
+    load_nvme admin_timeout=30
+    local bdf start ms pid rc=0
+    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    start=$(now_ms)
+    hung_admin $CDEV 20000 >/tmp/aer.out 2>&1 &
+    pid=$!
+    sleep 0.5
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/unbind
+    ms=$(ms_since "$start")
+    echo "unbind done $ms ms after the hung command started"
+    ((ms < 8000)) || fail "the unbind waited $ms ms for the hung command"
+    wait $pid || rc=$?
+    ms=$(ms_since "$start")
+    cat /tmp/aer.out
+    echo "hung command: rc=$rc after $ms ms"
+    [[ $rc != 0 ]] && grep -q "Interrupted system call" /tmp/aer.out \
+        || fail "the hung command did not fail with EINTR"
+    ((ms < 10000)) || fail "the hung command outlived the unbind: $ms ms"
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/bind
+    wait_dev $DEV
+    nvme id-ctrl $CDEV | grep -q rblk0001 || fail "id-ctrl after rebind"
+    unload_nvme
+}
+
 # lbs: the logical block size of rnvme0n1 as the block layer has it.
 lbs() { cat /sys/block/rnvme0n1/queue/logical_block_size; }
 # lbaf_in_use: the LBA format namespace 1 uses (low nibble of FLBAS), from the controller.
@@ -366,6 +467,9 @@ t nvme_cli_bad_input
 t nvme_cli_bad_input_like_c
 t nvme_cli_reset_then_io
 t nvme_cli_open_across_unbind
+t nvme_cli_admin_timeout
+t nvme_cli_admin_hung_no_block
+t nvme_cli_admin_hung_unbind
 t nvme_cli_format_like_c
 t nvme_cli_format_block_size
 t nvme_cli_format_unusable_removes_disk
