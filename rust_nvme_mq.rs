@@ -154,6 +154,7 @@
 //! | `ioctl` | `Passthru`: the admin and I/O passthrough ioctls and their bounce buffer |
 //! | `ns` | blk-mq callbacks of the disks, their tag set, `Namespaces`: the one namespace scan (probe and rescan) |
 //! | `rescan` | `NVME_IOCTL_RESCAN` |
+//! | `ident` | namespace identifiers and the disk attributes that show them |
 //! | `chardev`, `debugfs`, `hotplug` | `/dev/rnvme<C>`, the debugfs files, the CPU hotplug callbacks |
 //!
 //! The crate root checks the parameters, brings the controller up step by step in `probe`
@@ -167,9 +168,20 @@
 //! tells how the request ends, and the queue ends it. I/O passthrough requests take the same
 //! path; only the ioctl that made one (`ioctl`) reads its result afterwards.
 //!
+//! # Namespace identity
+//!
+//! Each disk shows its namespace's identity in sysfs as the C driver's do (`rust_nvme_mq/ident.rs`,
+//! patch "rust: block: mq: gen_disk: add read-only sysfs attributes to disks"): `wwid`, `uuid`,
+//! `nguid`, `eui`, `csi`, `nsid`, `metadata_bytes`, from the Namespace Identification Descriptor
+//! list and Identify Namespace, read when the disk is added. QEMU's controllers get C's
+//! `NVME_QUIRK_BOGUS_NID` (identifiers ignored, `wwid` made of vendor, serial, model and nsid)
+//! unless `bogus_nid_quirk=0`.
+//!
 //! Not implemented: `NVME_IOCTL_SUBMIT_IO`, `NVME_IOCTL_SUBSYS_RESET`, vectored and io_uring
-//! passthrough, metadata/protection information, namespaces with LBA formats that carry metadata,
-//! reset on CSTS.CFS outside a timeout.
+//! passthrough, SGLs, asynchronous events, suspend/resume, metadata/protection information,
+//! namespaces with LBA formats that carry metadata, reset on CSTS.CFS outside a timeout, the
+//! `nuse` and `passthru_err_log_enabled` disk attributes, noticing on a rescan that a namespace
+//! was replaced under the same nsid.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;
@@ -183,6 +195,8 @@ mod ctrl;
 mod debugfs;
 #[path = "rust_nvme_mq/hotplug.rs"]
 mod hotplug;
+#[path = "rust_nvme_mq/ident.rs"]
+mod ident;
 #[path = "rust_nvme_mq/ioctl.rs"]
 mod ioctl;
 #[path = "rust_nvme_mq/ns.rs"]
@@ -263,6 +277,11 @@ module! {
             description: "Timeout of admin commands in seconds (1..=3600)",
             perm: 0o444,
         },
+        bogus_nid_quirk: bool {
+            default: true,
+            description: "Ignore the namespace identifiers (UUID, NGUID, EUI-64) of QEMU's emulated controllers, as the C driver's NVME_QUIRK_BOGUS_NID does (0: use them, like nvme.quirks=1b36:0010:^bogus_nid)",
+            perm: 0o444,
+        },
         max_retries: u32 {
             default: 5,
             description: "How many times an I/O command that failed without Do Not Retry is sent again (0..=255)",
@@ -318,6 +337,15 @@ impl Params {
             admin_timeout: Delta::from_secs(module_parameters::admin_timeout.value().into()),
         }
     }
+}
+
+/// Whether the controller is one whose namespace identifiers the C driver ignores
+/// (`NVME_QUIRK_BOGUS_NID` in its PCI id table): QEMU's emulated controllers.
+fn reports_bogus_nids(pdev: &pci::Device<Core<'_>>) -> bool {
+    matches!(
+        (pdev.vendor_id(), pdev.device_id()),
+        (pci::Vendor::REDHAT, 0x0010) | (pci::Vendor::INTEL, 0x5845)
+    )
 }
 
 /// Enable the PCI function for memory access and bus mastering with 64-bit DMA, and map the
@@ -525,7 +553,8 @@ impl NvmeDevice {
         let regs = map_controller(pdev)?;
         let depth = check_capabilities(pdev, &regs, params.depth)?;
         let mut admin = enable_controller(pdev, &regs, params.admin_timeout)?;
-        let info = CtrlInfo::identify(&mut admin, &regs)?;
+        let mut info = CtrlInfo::identify(&mut admin, &regs)?;
+        info.bogus_nid = module_parameters::bogus_nid_quirk.value() && reports_bogus_nids(pdev);
         let Allocated { queues, want } = alloc_io_queues(pdev, &regs, &mut admin, &params, depth)?;
         let nr_poll = params.poll_queues as usize;
         let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll])?;

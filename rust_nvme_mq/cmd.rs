@@ -31,6 +31,7 @@ pub(crate) const NVM_DSM: u8 = 0x09;
 pub(crate) const CNS_NAMESPACE: u32 = 0x00;
 pub(crate) const CNS_CONTROLLER: u32 = 0x01;
 pub(crate) const CNS_ACTIVE_NS_LIST: u32 = 0x02;
+pub(crate) const CNS_NS_DESC_LIST: u32 = 0x03;
 
 /// Feature: Number of Queues.
 pub(crate) const FEAT_NUM_QUEUES: u32 = 0x07;
@@ -265,7 +266,8 @@ pub(crate) const IDENTIFY_SIZE: usize = 4096;
 #[repr(C)]
 #[derive(FromBytes, IntoBytes)]
 pub(crate) struct IdCtrl {
-    vid: u16,
+    /// PCI Vendor ID.
+    pub(crate) vid: u16,
     ssvid: u16,
     /// Serial number, ASCII padded with spaces.
     pub(crate) sn: [u8; 20],
@@ -318,7 +320,11 @@ pub(crate) struct IdNs {
     nlbaf: u8,
     /// Formatted LBA Size: bits 3:0 select the LBA format.
     pub(crate) flbas: u8,
-    rsvd27: [u8; 101],
+    rsvd27: [u8; 77],
+    /// Namespace Globally Unique Identifier (zero: none).
+    pub(crate) nguid: [u8; 16],
+    /// IEEE Extended Unique Identifier (zero: none).
+    pub(crate) eui64: [u8; 8],
     /// LBA formats.
     pub(crate) lbaf: [LbaFormat; 64],
     rsvd384: [u8; 3712],
@@ -329,11 +335,19 @@ pub(crate) struct IdNs {
 #[derive(FromBytes, IntoBytes)]
 pub(crate) struct NsList(pub(crate) [u32; 1024]);
 
+/// Identify Namespace Identification Descriptor list: descriptors of a 4-byte header (type,
+/// length, two reserved bytes) and their identifier, until one of length 0.
+#[repr(C)]
+#[derive(FromBytes, IntoBytes)]
+pub(crate) struct NsDescList(pub(crate) [u8; 4096]);
+
 const _: () = assert!(size_of::<Sqe>() == 64);
 const _: () = assert!(size_of::<Cqe>() == 16);
 const _: () = assert!(size_of::<IdCtrl>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<IdNs>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<NsList>() == IDENTIFY_SIZE);
+const _: () = assert!(size_of::<NsDescList>() == IDENTIFY_SIZE);
+const _: () = assert!(core::mem::offset_of!(IdNs, nguid) == 104);
 
 /// Status field bits of a completion (without the phase tag), as C's `NVME_STATUS_*`.
 pub(crate) const STATUS_SCT_SC_MASK: u16 = 0x07ff;
@@ -409,6 +423,9 @@ pub(crate) struct NsFormat {
     pub(crate) nsze: u64,
     /// Logical block size, as a shift.
     pub(crate) lba_shift: u32,
+    /// The identifiers Identify Namespace gives (zero: none).
+    pub(crate) nguid: [u8; 16],
+    pub(crate) eui64: [u8; 8],
 }
 
 impl NsFormat {
@@ -449,6 +466,8 @@ pub(crate) fn ns_format(
         nsid,
         nsze,
         lba_shift,
+        nguid: kernel::io::io_project!(id, .nguid).copy_read(),
+        eui64: kernel::io::io_project!(id, .eui64).copy_read(),
     }))
 }
 

@@ -134,6 +134,8 @@ impl EnabledAdmin {
 
 /// What Identify Controller says that the driver uses.
 pub(crate) struct CtrlInfo {
+    /// PCI vendor id.
+    pub(crate) vid: u16,
     pub(crate) model: [u8; 40],
     pub(crate) serial: [u8; 20],
     pub(crate) firmware_rev: [u8; 8],
@@ -143,6 +145,8 @@ pub(crate) struct CtrlInfo {
     pub(crate) vwc: bool,
     /// Largest transfer in bytes: MDTS and the PRP list of a command slot.
     pub(crate) max_bytes: usize,
+    /// Namespace identifiers are ignored (the C driver's `NVME_QUIRK_BOGUS_NID`).
+    pub(crate) bogus_nid: bool,
 }
 
 impl CtrlInfo {
@@ -158,12 +162,14 @@ impl CtrlInfo {
                     max_bytes = max_bytes.min(1usize << (12 + u32::from(mdts)));
                 }
                 Ok(Self {
+                    vid: io_read!(id, .vid),
                     model: kernel::io::io_project!(id, .mn).copy_read(),
                     serial: kernel::io::io_project!(id, .sn).copy_read(),
                     firmware_rev: kernel::io::io_project!(id, .fr).copy_read(),
                     oncs: io_read!(id, .oncs),
                     vwc: vwc & cmd::VWC_PRESENT != 0,
                     max_bytes,
+                    bogus_nid: false,
                 })
             })
     }

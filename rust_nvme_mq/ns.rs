@@ -6,8 +6,9 @@
 //! of vanished namespaces, at probe and for a rescan.
 
 use crate::{
-    cmd::{self, NsFormat, NsList},
+    cmd::{self, NsDescList, NsFormat, NsList},
     ctrl::{Ctrl, CtrlInfo, CtrlState, NsDisk, Revalidated},
+    ident::{self, Identity, NsIds},
     ioctl::Passthru,
     prp::MAX_SEGMENTS,
     request::{NsShape, NvmeOps},
@@ -48,6 +49,8 @@ pub(crate) struct Namespace {
     /// For the passthrough ioctls on the disk.
     passthru: Arc<Passthru>,
     shape: Arc<NsShape>,
+    /// What the disk's sysfs attributes show.
+    ident: Identity,
 }
 
 #[vtable]
@@ -140,6 +143,21 @@ impl Operations for NvmeOps {
         // The reset work requeues the request: it is not ended here.
         ctrl.schedule_reset();
         TimeoutReturn::Done
+    }
+
+    /// The identity attributes of the C driver's disks (`ident.rs`).
+    const DISK_ATTRIBUTES: &'static [&'static CStr] = ident::DISK_ATTRIBUTES;
+
+    fn disk_attribute_visible(ns: ArcBorrow<'_, Namespace>, index: usize) -> bool {
+        ns.ident.visible(index)
+    }
+
+    fn show_disk_attribute(
+        ns: ArcBorrow<'_, Namespace>,
+        index: usize,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        ns.ident.show(index, buf)
     }
 
     /// An ioctl on the disk: the namespace's passthrough ioctls (`ioctl.rs`).
@@ -256,7 +274,8 @@ impl Namespaces {
             let Some(format) = self.identify_ns(nsid)? else {
                 continue;
             };
-            let disk = self.add_disk(&format)?;
+            let ids = self.identify_ids(&format);
+            let disk = self.add_disk(&format, ids)?;
             self.announce(&format);
             disks.push(disk, GFP_KERNEL)?;
         }
@@ -285,6 +304,47 @@ impl Namespaces {
         self.ctrl.identify_ns(&self.parent, nsid)
     }
 
+    /// The identifiers of namespace `f`: its descriptor list, then Identify Namespace. A
+    /// controller that refuses the list (before NVMe 1.3) gives those of Identify Namespace
+    /// only. With the bogus-NID quirk only the command set is kept, as in C.
+    fn identify_ids(&self, f: &NsFormat) -> NsIds {
+        let ctrl = &self.ctrl;
+        let mut ids = ctrl
+            .live_admin()
+            .and_then(|mut admin| {
+                admin.identify::<NsDescList, _>(
+                    &ctrl.regs,
+                    f.nsid,
+                    cmd::CNS_NS_DESC_LIST,
+                    NsIds::from_descriptors,
+                )
+            })
+            .unwrap_or_else(|e| {
+                dev_warn!(
+                    self.parent,
+                    "rnvme{}n{}: Identify Descriptors failed ({:?})\n",
+                    ctrl.index,
+                    f.nsid,
+                    e
+                );
+                NsIds::default()
+            });
+        if self.info.bogus_nid {
+            dev_info!(
+                self.parent,
+                "rnvme{}n{}: Ignoring bogus Namespace Identifiers\n",
+                ctrl.index,
+                f.nsid
+            );
+            return NsIds {
+                csi: ids.csi,
+                ..NsIds::default()
+            };
+        }
+        ids.fill(f.eui64, f.nguid);
+        ids
+    }
+
     /// Bring disk `d`, whose namespace is still active, in line with what Identify Namespace
     /// says now. A disk that cannot be revalidated (the command failed) stays as it was, with
     /// a message.
@@ -305,8 +365,8 @@ impl Namespaces {
         }
     }
 
-    /// The disk of namespace `f`, a child of the PCI function in sysfs.
-    fn add_disk(&self, f: &NsFormat) -> Result<NsDisk> {
+    /// The disk of namespace `f` with identifiers `ids`, a child of the PCI function in sysfs.
+    fn add_disk(&self, f: &NsFormat, ids: NsIds) -> Result<NsDisk> {
         let info = &self.info;
         let block = 1u32 << f.lba_shift;
         let sectors = f.sectors();
@@ -335,6 +395,13 @@ impl Namespaces {
             ctrl: self.ctrl.clone(),
             passthru: self.passthru.clone(),
             shape: shape.clone(),
+            ident: Identity {
+                ids,
+                nsid: f.nsid,
+                vid: info.vid,
+                serial: info.serial,
+                model: info.model,
+            },
         };
         let name = fmt!("rnvme{}n{}", self.ctrl.index, f.nsid);
         let disk = (self.build)(

@@ -243,11 +243,14 @@ elif [[ -n "$NVME_IMG" || -n "$NVME_SIZE" || -n "$NVME_QUEUES" ]]; then
     QEMU+=(-drive "file=$NVME_IMG,if=none,id=nvm,format=raw,discard=unmap")
     if [[ -n "$NVME_NS2_IMG" ]]; then
         prepare_image "$NVME_NS2_IMG" "$((16 * MIB))"
+        # Fixed identifiers (tests compare what the drivers show in sysfs with these).
+        NS1_IDS="uuid=6a1f3c52-0b7e-4d59-9c1a-2e4f6a8b0c11,nguid=0123456789abcdef0011223344556601,eui64=0x0011223344556601"
+        NS2_IDS="uuid=6a1f3c52-0b7e-4d59-9c1a-2e4f6a8b0c22,eui64=0x0011223344556602"
         QEMU+=(-drive "file=$NVME_NS2_IMG,if=none,id=nvm2,format=raw,discard=unmap"
                -device "nvme-subsys,id=nvsubsys,nqn=rblk-subsys"
                -device "nvme,id=nvctrl,serial=$NVME_SERIAL,subsys=nvsubsys,max_ioqpairs=${NVME_QUEUES:-$SMP}"
-               -device "nvme-ns,drive=nvm,bus=nvctrl,nsid=1"
-               -device "nvme-ns,drive=nvm2,bus=nvctrl,nsid=2,detached=on")
+               -device "nvme-ns,drive=nvm,bus=nvctrl,nsid=1,$NS1_IDS"
+               -device "nvme-ns,drive=nvm2,bus=nvctrl,nsid=2,detached=on,$NS2_IDS")
     else
         QEMU+=(-device "nvme,serial=$NVME_SERIAL,drive=nvm,max_ioqpairs=${NVME_QUEUES:-$SMP}")
     fi

@@ -31,7 +31,15 @@ collect() {
     for a in model serial firmware_rev; do
         cat "$class/$a" >"$dir/sysfs-$a"
     done
+    # The namespace's identity attributes under the disk ("absent" where C hides one).
+    for a in $NS_ATTRS; do
+        cat "/sys/block/${ns#/dev/}/$a" >"$dir/ns-$a" 2>/dev/null || echo absent >"$dir/ns-$a"
+    done
+    ls "/sys/block/${ns#/dev/}" >"$dir/ns-ls"
 }
+
+# The namespace identity attributes of the C driver's disks that rust_nvme_mq has too.
+NS_ATTRS="wwid uuid nguid eui csi nsid metadata_bytes"
 
 # json_num FILE KEY: the number of KEY in nvme-cli's JSON output (one key per line).
 json_num() { sed -n "s/^[[:space:]]*\"$2\"[[:space:]]*:[[:space:]]*\"\{0,1\}\([0-9]*\).*/\1/p" "$1" | head -n1; }
@@ -133,6 +141,21 @@ test_nvme_cli_sysfs_identity() {
         cmp "$C_DIR/sysfs-$a" "$R_DIR/sysfs-$a" || fail "$a differs: C '$(cat "$C_DIR/sysfs-$a")'"
     done
     grep -q "^rblk0001 *$" "$R_DIR/sysfs-serial" || fail "serial"
+}
+
+# The namespace identity under the disk (what udev's by-id rules, lsblk -o WWN and multipath
+# read), for a namespace without identifiers (QEMU's controller without nvme-ns gives none):
+# each attribute present where C's is, with C's value, the wwid made of the controller's vendor,
+# serial and model and the nsid. (suite-nvme-rescan.sh has namespaces with identifiers.)
+test_nvme_cli_ns_identity() {
+    local a hex
+    for a in $NS_ATTRS; do
+        echo "$a: C '$(cat "$C_DIR/ns-$a")', Rust '$(cat "$R_DIR/ns-$a")'"
+        expect_eq "$a under the disk" "$(cat "$R_DIR/ns-$a")" "$(cat "$C_DIR/ns-$a")"
+    done
+    hex() { printf '%s' "$1" | od -An -tx1 | tr -d ' \n'; }
+    expect_eq "wwid" "$(cat "$R_DIR/ns-wwid")" "nvme.1b36-$(hex rblk0001)-$(hex 'QEMU NVMe Ctrl')-00000001"
+    expect_eq "nsid" "$(cat "$R_DIR/ns-nsid")" 1
 }
 
 test_nvme_cli_smart_log() {
@@ -461,6 +484,7 @@ t nvme_cli_id_ns_equal
 t nvme_cli_disk_admin_passthru
 t nvme_cli_disk_open_across_unbind
 t nvme_cli_sysfs_identity
+t nvme_cli_ns_identity
 t nvme_cli_smart_log
 t nvme_cli_get_feature_7
 t nvme_cli_bad_input

@@ -11,6 +11,8 @@ suite_help "$@"
 
 CDEV=/dev/rnvme0
 DEV2=/dev/rnvme0n2
+# The namespace identity attributes of the C driver's disks that rust_nvme_mq has too.
+NS_ATTRS="wwid uuid nguid eui csi nsid metadata_bytes"
 
 # devno DEV: major:minor of a block device.
 devno() { stat -c '%t:%T' "$1"; }
@@ -121,7 +123,63 @@ test_nvme_rescan_attach_detach() {
     unload_nvme
 }
 
+# c_ns_attrs DIR [QUIRKS]: the C driver's namespace identity attributes of nvme0n1 into DIR,
+# loaded with nvme.quirks=QUIRKS.
+c_ns_attrs() {
+    local a
+    mkdir -p "$1"
+    modprobe nvme ${2:+quirks=$2}
+    wait_dev /dev/nvme0n1
+    for a in $NS_ATTRS; do cat /sys/block/nvme0n1/$a >"$1/$a" 2>/dev/null || echo absent >"$1/$a"; done
+    unload_module nvme
+    unload_module nvme_core 2>/dev/null || true
+}
+
+# same_as_c DIR: rnvme0n1's identity attributes equal the C driver's in DIR.
+same_as_c() {
+    local a ours
+    for a in $NS_ATTRS; do
+        ours=$(cat /sys/block/rnvme0n1/$a 2>/dev/null || echo absent)
+        echo "$a: C '$(cat "$1/$a")', Rust '$ours'"
+        expect_eq "namespace 1 $a like C ($1)" "$ours" "$(cat "$1/$a")"
+    done
+}
+
+# The namespace identity under the disk (what udev's by-id rules, lsblk -o WWN and multipath
+# read), with the identifiers scripts/qemu-run.sh gives the namespaces in --nvme-subsys mode.
+# Like the C driver, rust_nvme_mq ignores the identifiers of QEMU's controller by default
+# (NVME_QUIRK_BOGUS_NID); with bogus_nid_quirk=0 (C: nvme.quirks=1b36:0010:^bogus_nid) it
+# shows them: namespace 1 like the C driver's disk in both modes, namespace 2 (attached, then
+# rescanned) with the values given to QEMU, namespace 1 unchanged by the rescan.
+test_nvme_rescan_ns_identity() {
+    c_ns_attrs /tmp/c-quirk
+    c_ns_attrs /tmp/c-ids 1b36:0010:^bogus_nid
+    load_nvme
+    same_as_c /tmp/c-quirk
+    expect_eq "namespace 1 wwid with the quirk" "$(cat /sys/block/rnvme0n1/wwid)" \
+        "nvme.1b36-$(printf rblk0001 | od -An -tx1 | tr -d ' \n')-$(printf 'QEMU NVMe Ctrl' | od -An -tx1 | tr -d ' \n')-00000001"
+    load_nvme bogus_nid_quirk=0
+    same_as_c /tmp/c-ids
+    expect_eq "namespace 1 wwid" "$(cat /sys/block/rnvme0n1/wwid)" "uuid.6a1f3c52-0b7e-4d59-9c1a-2e4f6a8b0c11"
+    expect_eq "namespace 1 nguid" "$(cat /sys/block/rnvme0n1/nguid)" "01234567-89ab-cdef-0011-223344556601"
+    expect_eq "namespace 1 eui" "$(cat /sys/block/rnvme0n1/eui)" "00 11 22 33 44 55 66 01"
+    attach_cmd 0 || fail "attach through the admin passthrough failed"
+    nvme ns-rescan $CDEV
+    wait_dev $DEV2
+    expect_eq "namespace 2 wwid" "$(cat /sys/block/rnvme0n2/wwid)" "uuid.6a1f3c52-0b7e-4d59-9c1a-2e4f6a8b0c22"
+    expect_eq "namespace 2 uuid" "$(cat /sys/block/rnvme0n2/uuid)" "6a1f3c52-0b7e-4d59-9c1a-2e4f6a8b0c22"
+    expect_eq "namespace 2 eui" "$(cat /sys/block/rnvme0n2/eui)" "00 11 22 33 44 55 66 02"
+    expect_eq "namespace 2 nsid" "$(cat /sys/block/rnvme0n2/nsid)" 2
+    [[ ! -e /sys/block/rnvme0n2/nguid ]] || fail "nguid shown for namespace 2, which has none (C hides it)"
+    same_as_c /tmp/c-ids
+    attach_cmd 1 || fail "detach through the admin passthrough failed"
+    nvme ns-rescan $CDEV
+    wait_gone $DEV2
+    unload_nvme
+}
+
 t nvme_rescan_subsys_layout
 t nvme_rescan_unchanged
 t nvme_rescan_attach_detach
+t nvme_rescan_ns_identity
 t_kernel_clean nvme_rescan_kernel_clean
