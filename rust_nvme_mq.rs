@@ -155,6 +155,7 @@
 //! | `ns` | blk-mq callbacks of the disks, their tag set, `Namespaces`: the one namespace scan (probe and rescan) |
 //! | `rescan` | `NVME_IOCTL_RESCAN` |
 //! | `ident` | namespace identifiers and the disk attributes that show them |
+//! | `aen` | asynchronous events: the outstanding request, rescans and SMART warnings |
 //! | `chardev`, `debugfs`, `hotplug` | `/dev/rnvme<C>`, the debugfs files, the CPU hotplug callbacks |
 //!
 //! The crate root checks the parameters, brings the controller up step by step in `probe`
@@ -178,13 +179,15 @@
 //! unless `bogus_nid_quirk=0`.
 //!
 //! Not implemented: `NVME_IOCTL_SUBMIT_IO`, `NVME_IOCTL_SUBSYS_RESET`, vectored and io_uring
-//! passthrough, SGLs, asynchronous events, suspend/resume, metadata/protection information,
+//! passthrough, SGLs, suspend/resume, metadata/protection information,
 //! namespaces with LBA formats that carry metadata, reset on CSTS.CFS outside a timeout, the
 //! `nuse` and `passthru_err_log_enabled` disk attributes, noticing on a rescan that a namespace
 //! was replaced under the same nsid.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;
+#[path = "rust_nvme_mq/aen.rs"]
+mod aen;
 #[path = "rust_nvme_mq/chardev.rs"]
 mod chardev;
 #[path = "rust_nvme_mq/cmd.rs"]
@@ -214,7 +217,7 @@ mod request;
 #[path = "rust_nvme_mq/rescan.rs"]
 mod rescan;
 
-use admin::AdminQueue;
+use admin::{AdminQueue, AdminWork};
 use ctrl::{Ctrl, CtrlIndex, CtrlInfo, EnabledAdmin};
 use kernel::{
     block::mq::{
@@ -478,9 +481,29 @@ fn alloc_io_queues(
 
 /// One interrupt handler per MSI-X vector, each reaping the completion queues assigned to it.
 /// Vector 0 (admin queue) is not spread; the I/O queues' vectors follow the CPUs.
+/// One MSI-X vector, the admin queue's, before the controller is enabled (it is replaced by
+/// [`request_irqs`] once the number of queues is known), as the C driver's `nvme_pci_enable()`
+/// does: QEMU's controller signals the admin queue's vector 0 only if MSI-X was on when the
+/// controller was enabled, and asynchronous events need that interrupt.
+fn request_admin_irq(
+    pdev: &pci::Device<Core<'_>>,
+    admin_work: &Arc<AdminWork>,
+) -> Result<Devres<pci::IrqHandlers<CqIrq>>> {
+    pdev.request_irq_handlers(
+        1,
+        1,
+        pci::IrqTypes::default().with(pci::IrqType::MsiX),
+        None,
+        irq::Flags::TRIGGER_NONE,
+        c"rust_nvme_mq",
+        |vector, nr_vectors| CqIrq::new(&[], admin_work, vector, nr_vectors),
+    )
+}
+
 fn request_irqs(
     pdev: &pci::Device<Core<'_>>,
     queues: &[Arc<IoQueue>],
+    admin_work: &Arc<AdminWork>,
 ) -> Result<Devres<pci::IrqHandlers<CqIrq>>> {
     pdev.request_irq_handlers(
         1,
@@ -489,7 +512,7 @@ fn request_irqs(
         Some(1),
         irq::Flags::TRIGGER_NONE,
         c"rust_nvme_mq",
-        |vector, nr_vectors| CqIrq::new(queues, vector, nr_vectors),
+        |vector, nr_vectors| CqIrq::new(queues, admin_work, vector, nr_vectors),
     )
 }
 
@@ -552,15 +575,25 @@ impl NvmeDevice {
         let dev: &device::Device<device::Bound> = pdev.as_ref();
         let regs = map_controller(pdev)?;
         let depth = check_capabilities(pdev, &regs, params.depth)?;
+        let admin_work = AdminWork::new()?;
+        let admin_irq = request_admin_irq(pdev, &admin_work)?;
         let mut admin = enable_controller(pdev, &regs, params.admin_timeout)?;
         let mut info = CtrlInfo::identify(&mut admin, &regs)?;
         info.bogus_nid = module_parameters::bogus_nid_quirk.value() && reports_bogus_nids(pdev);
         let Allocated { queues, want } = alloc_io_queues(pdev, &regs, &mut admin, &params, depth)?;
         let nr_poll = params.poll_queues as usize;
-        let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll])?;
+        drop(admin_irq);
+        let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll], &admin_work)?;
         let queues = QueueSet::new(queues, nr_poll, irqs.access(dev)?, want, params.overflow)?;
         let index = CtrlIndex::take()?;
-        let ctrl = Ctrl::new(dev, index.0, regs.clone(), admin, queues)?;
+        let ctrl = Ctrl::new(
+            dev,
+            index.0,
+            regs.clone(),
+            admin,
+            queues,
+            admin_work.clone(),
+        )?;
         announce(pdev, &regs, &ctrl, &info);
         let passthru = ioctl::Passthru::new(ctrl.clone(), dev)?;
         let namespaces = Namespaces::new(passthru, info, params.io_timeout, dev, build_disk)?;
@@ -568,6 +601,7 @@ impl NvmeDevice {
         let chardev = chardev::register(namespaces.clone(), dev)?;
         let hotplug = hotplug::register(dev, ctrl.clone(), params.io_timeout)?;
         add_disks(&ctrl, &namespaces)?;
+        aen::Aen::start(namespaces.clone(), &admin_work)?;
         Ok(Self {
             _hotplug: hotplug,
             _chardev: chardev,

@@ -24,8 +24,12 @@ use kernel::{
     dma::{Coherent, CoherentView},
     io::{io_project, poll::read_poll_timeout, Io},
     prelude::*,
-    sync::Arc,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        new_mutex, Arc, Mutex,
+    },
     time::Delta,
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
 
 /// Entries of the admin queues.
@@ -37,8 +41,13 @@ const ADMIN_DELETE_CQ: u8 = 0x04;
 /// How often to look for the completion of an admin command.
 pub(crate) const POLL_INTERVAL: Delta = Delta::from_millis(1);
 /// How many user commands may be outstanding at once: one slot stays for the driver's own
-/// command, and one ring entry stays empty (so neither ring can overflow).
-const USER_SLOTS: usize = ADMIN_DEPTH as usize - 2;
+/// command, one for its Asynchronous Event Request, and one ring entry stays empty (so neither
+/// ring can overflow).
+const USER_SLOTS: usize = ADMIN_DEPTH as usize - 3;
+/// Slots the Asynchronous Event Request may take: all but the driver command's.
+const ASYNC_SLOTS: usize = ADMIN_DEPTH as usize - 2;
+/// Get Log Page.
+const ADMIN_GET_LOG_PAGE: u8 = 0x02;
 
 /// What became of the command with a given command identifier (its slot).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -177,6 +186,12 @@ impl AdminQueue {
         self.submit_in(regs, sqe, USER_SLOTS)
     }
 
+    /// Submit a command that completes when the controller decides (an Asynchronous Event
+    /// Request): taken like a user's, by whoever wants its outcome.
+    pub(crate) fn submit_async(&mut self, regs: &Regs, sqe: Sqe) -> Result<Ticket> {
+        self.submit_in(regs, sqe, ASYNC_SLOTS)
+    }
+
     /// Reap, then take the outcome of `ticket` if there is one (its slot is then free).
     /// `EIO`: the controller reports a fatal status.
     pub(crate) fn poll(&mut self, regs: &Regs, ticket: &Ticket) -> Result<Option<Outcome>> {
@@ -250,6 +265,25 @@ impl AdminQueue {
         f(io_project!(&self.identify, [try: ..]).try_cast::<T>()?)
     }
 
+    /// Read log page `lid` (its first 4 KiB) and call `f` with it; `rae`: keep the
+    /// asynchronous event of the page pending (Retain Asynchronous Event), else reading it
+    /// clears the event and lets the controller report that kind again.
+    pub(crate) fn get_log_page<T: FromBytes + IntoBytes, R>(
+        &mut self,
+        regs: &Regs,
+        lid: u8,
+        rae: bool,
+        f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
+    ) -> Result<R> {
+        cmd::zero(&self.identify)?;
+        let dwords = (cmd::IDENTIFY_SIZE / 4 - 1) as u32;
+        let sqe = Sqe::new(ADMIN_GET_LOG_PAGE, 0xffff_ffff)
+            .prps(self.identify.dma_address(), 0)
+            .cdw10(u32::from(lid) | (u32::from(rae) << 15) | (dwords << 16));
+        self.run(regs, sqe)?;
+        f(io_project!(&self.identify, [try: ..]).try_cast::<T>()?)
+    }
+
     /// Ask for `want` I/O queue pairs; returns how many the controller grants (at most
     /// `want`).
     pub(crate) fn set_queue_count(&mut self, regs: &Regs, want: u32) -> Result<u32> {
@@ -314,5 +348,78 @@ impl AdminQueue {
     pub(crate) fn abort(&mut self, regs: &Regs, qid: u16, cid: u16) -> Result {
         let abort = Sqe::new(cmd::ADMIN_ABORT, 0).cdw10(u32::from(qid) | (u32::from(cid) << 16));
         self.run(regs, abort).map(|_| ())
+    }
+}
+
+/// What handles the admin queue's news outside of commands (asynchronous events), run from
+/// [`AdminWork`].
+pub(crate) trait AdminEvents: Send + Sync {
+    fn run(&self);
+}
+
+/// The work item that the admin queue's interrupt, and the end of a reset, queue: it runs the
+/// [`AdminEvents`] handler set with [`AdminWork::start`], if any.
+#[pin_data]
+pub(crate) struct AdminWork {
+    #[pin]
+    handler: Mutex<Option<Arc<dyn AdminEvents>>>,
+    /// Whether [`AdminWork::kick`] queues the work.
+    running: Atomic<bool>,
+    #[pin]
+    work: Work<AdminWork>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for AdminWork { self.work }
+}
+
+impl WorkItem for AdminWork {
+    type Pointer = Arc<AdminWork>;
+
+    fn run(this: Arc<AdminWork>) {
+        let handler = this.handler.lock().clone();
+        if let Some(h) = handler {
+            h.run();
+        }
+    }
+}
+
+impl AdminWork {
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                handler <- new_mutex!(None),
+                running: Atomic::new(false),
+                work <- new_work!("rust_nvme_mq::admin_events"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Run `handler` from now on, once now.
+    pub(crate) fn start(self: &Arc<Self>, handler: Arc<dyn AdminEvents>) {
+        *self.handler.lock() = Some(handler);
+        self.running.store(true, Relaxed);
+        self.kick();
+    }
+
+    /// Stop: no more runs are queued, a running one is waited for, and the handler is dropped
+    /// (it may refer to the controller, which refers to this).
+    pub(crate) fn stop(&self) {
+        self.running.store(false, Relaxed);
+        self.work.flush();
+        drop(self.handler.lock().take());
+    }
+
+    /// Queue a run, unless one is queued already. Does not sleep (called from the interrupt).
+    pub(crate) fn kick(self: &Arc<Self>) {
+        if self.running.load(Relaxed) {
+            let _ = workqueue::system().enqueue(self.clone());
+        }
+    }
+
+    /// Whether a handler runs (the interrupt then counts as handled).
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.load(Relaxed)
     }
 }

@@ -4,7 +4,7 @@
 //! its namespaces, the steps of bringing it up, reset, removal and shutdown.
 
 use crate::{
-    admin::{AdminQueue, POLL_INTERVAL},
+    admin::{AdminQueue, AdminWork, POLL_INTERVAL},
     cmd::{self, IdCtrl, Sqe},
     prp::PRP_LIST_ENTRIES,
     queue::Delivery,
@@ -302,6 +302,8 @@ pub(crate) struct Ctrl {
     /// Runs a reset, queued by [`Ctrl::schedule_reset`].
     #[pin]
     reset_work: Work<Ctrl>,
+    /// Handles the admin queue's asynchronous events; kicked when a reset is done.
+    admin_work: Arc<AdminWork>,
     /// Set when the controller is being removed: no reset is queued any more.
     #[pin]
     removing: SpinLock<bool>,
@@ -331,6 +333,7 @@ impl Ctrl {
         regs: Arc<Regs>,
         admin: EnabledAdmin,
         queues: QueueSet,
+        admin_work: Arc<AdminWork>,
     ) -> Result<Arc<Self>> {
         let EnabledAdmin { enabled, queue } = admin;
         let ctrl = Arc::pin_init(
@@ -347,6 +350,7 @@ impl Ctrl {
                 },
                 pci: DmaDevice::new(dev)?,
                 reset_work <- new_work!("rust_nvme_mq::reset"),
+                admin_work,
                 removing <- new_spinlock!(false),
                 disks <- new_mutex!(KVec::new()),
             }? Error),
@@ -526,6 +530,7 @@ impl Ctrl {
     /// remove the disks, which waits for their requests.
     pub(crate) fn remove(&self) {
         *self.removing.lock() = true;
+        self.admin_work.stop();
         self.reset_work.flush();
         let disks = core::mem::take(&mut *self.disks.lock());
         drop(disks);
@@ -548,6 +553,7 @@ impl Ctrl {
     /// finds nothing left to shut down.
     pub(crate) fn shutdown(&self) {
         *self.removing.lock() = true;
+        self.admin_work.stop();
         self.reset_work.flush();
         if self.state() == Ok(CtrlState::Dead) {
             return;
@@ -610,6 +616,8 @@ impl Ctrl {
                 Ok(()) => {
                     self.queues.accept();
                     self.set_state(CtrlState::Live);
+                    // The Asynchronous Event Request was lost: arm it again.
+                    self.admin_work.kick();
                     pr_info!(
                         "rnvme{}: controller reset done, {} requests requeued (attempt {})\n",
                         self.index,

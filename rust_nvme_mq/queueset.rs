@@ -10,7 +10,7 @@
 //! queue) → [`IoQueue::submit`] (which slot; the ring) → `request.rs` (which command).
 
 use crate::{
-    admin::AdminQueue,
+    admin::{AdminQueue, AdminWork},
     queue::{Delivery, Found, IoQueue, Occupancy, Origin, SubmitError},
     regs::Regs,
     request::{NsAddr, NvmeOps},
@@ -441,25 +441,39 @@ impl kernel::fmt::Display for Counters<'_> {
 /// The interrupt handler of one vector: reaps the completion queues assigned to it.
 pub(crate) struct CqIrq {
     queues: KVec<Arc<IoQueue>>,
+    /// Vector 0's: the admin queue's completions interrupt on it (asynchronous events).
+    admin: Option<Arc<AdminWork>>,
 }
 
 impl CqIrq {
     /// The handler of `vector` out of `nr_vectors`: the queues whose completions interrupt
-    /// on it.
-    pub(crate) fn new(queues: &[Arc<IoQueue>], vector: usize, nr_vectors: usize) -> Result<Self> {
+    /// on it, and for vector 0 the admin queue's `admin` work.
+    pub(crate) fn new(
+        queues: &[Arc<IoQueue>],
+        admin: &Arc<AdminWork>,
+        vector: usize,
+        nr_vectors: usize,
+    ) -> Result<Self> {
         let mut mine = KVec::new();
         for (i, q) in queues.iter().enumerate() {
             if queue_vector(i, nr_vectors) == vector {
                 mine.push(q.clone(), GFP_KERNEL)?;
             }
         }
-        Ok(Self { queues: mine })
+        Ok(Self {
+            queues: mine,
+            admin: (vector == 0).then(|| admin.clone()),
+        })
     }
 }
 
 impl irq::Handler for CqIrq {
     fn handle(&self) -> IrqReturn {
         let mut any = false;
+        if let Some(admin) = self.admin.as_ref().filter(|a| a.is_running()) {
+            admin.kick();
+            any = true;
+        }
         for q in self.queues.iter() {
             any |= q.process_completions();
         }

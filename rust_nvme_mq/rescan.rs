@@ -22,12 +22,17 @@ pub(crate) fn rescan(namespaces: &Namespaces) -> Result<i32> {
     if !capable(Capability::SYS_ADMIN) {
         return Err(EACCES);
     }
+    scan(namespaces)?;
+    Ok(0)
+}
+
+/// The rescan itself (also after an asynchronous event that says namespaces changed).
+pub(crate) fn scan(namespaces: &Namespaces) -> Result {
     // The disks of vanished namespaces. Declared before the lock guard, so dropped (the disks
     // deleted) after it is released: deleting a disk waits for its running ioctls, which may
     // wait for this lock (I/O passthrough looks its disk up in the list).
     let mut gone = KVec::new();
     // Held throughout: one rescan at a time, and no removal of the controller meanwhile.
     let mut disks = namespaces.ctrl.lock_disks().ok_or(ENODEV)?;
-    namespaces.scan(&mut disks, &mut gone)?;
-    Ok(0)
+    namespaces.scan(&mut disks, &mut gone)
 }

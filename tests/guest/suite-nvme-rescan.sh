@@ -178,8 +178,41 @@ test_nvme_rescan_ns_identity() {
     unload_nvme
 }
 
+# Asynchronous events: Namespace Attachment through the admin passthrough makes the controller
+# report a namespace attribute change, and the driver rescans by itself: namespace 2's disk
+# appears and goes without `nvme ns-rescan`, also after a controller reset (the request armed
+# again). A temperature threshold below the controller's temperature (Set Features 4) is a
+# SMART/health event, logged once however often it comes.
+test_nvme_rescan_aen() {
+    dmesg -c >/dev/null
+    load_nvme
+    attach_cmd 0 || fail "attach through the admin passthrough failed"
+    wait_dev $DEV2
+    dmesg | grep -q "rnvme0: namespace attributes changed, rescanning" || fail "no event message"
+    attach_cmd 1 || fail "detach through the admin passthrough failed"
+    wait_gone $DEV2
+    nvme reset $CDEV || fail "nvme reset failed"
+    attach_cmd 0 || fail "attach after the reset failed"
+    wait_dev $DEV2
+    attach_cmd 1 || fail "detach after the reset failed"
+    wait_gone $DEV2
+    expect_eq "rescans by events" "$(dmesg | grep -c 'namespace attributes changed, rescanning')" 4
+    local th
+    for th in 300 301; do
+        nvme set-feature $CDEV --feature-id=4 --value=$th >/dev/null || fail "set-feature 4 $th"
+        sleep 1
+    done
+    nvme set-feature $CDEV --feature-id=4 --value=343 >/dev/null || fail "set-feature 4 back"
+    dmesg | grep "SMART/health" || true
+    expect_eq "temperature events logged" \
+        "$(dmesg | grep -c 'SMART/health critical warning: temperature beyond a threshold')" 1
+    fio_verify $DEV --size=8m
+    unload_nvme
+}
+
 t nvme_rescan_subsys_layout
 t nvme_rescan_unchanged
 t nvme_rescan_attach_detach
 t nvme_rescan_ns_identity
+t nvme_rescan_aen
 t_kernel_clean nvme_rescan_kernel_clean
