@@ -105,8 +105,8 @@
 //! permission checks; see `rust_nvme_mq/ioctl.rs`. A rescan (`nvme ns-rescan`) runs probe's
 //! namespace scan again: it reads the active namespace list, adds disks for new namespaces,
 //! removes those of vanished ones and revalidates the others (`rust_nvme_mq/rescan.rs`,
-//! `ns.rs`); there are no asynchronous events, so a namespace attached or detached behind the
-//! driver's back shows only then. Admin commands that change what a namespace is (Format NVM,
+//! `ns.rs`); the same scan runs by itself when the controller reports a namespace attribute
+//! change through an asynchronous event (`rust_nvme_mq/aen.rs`). Admin commands that change what a namespace is (Format NVM,
 //! Sanitize) run with every disk frozen (`GenDisk::freeze`: no request in flight, new ones
 //! wait), and each disk is revalidated before it runs again: a new logical block size or
 //! capacity is set on the frozen disk (`Frozen::set_format`), and a namespace whose new format
