@@ -97,8 +97,9 @@ for ((i = FROM; i <= ${#COMMITS[@]}; i++)); do
     out=$BUILD/checkpatch/$(printf %03d "$i").txt
     git -C "$TREE" format-patch -1 --stdout "$c" >"$out.patch"
     (cd "$TREE" && scripts/checkpatch.pl --strict --no-tree --terse --show-types "$out.patch") >"$out" 2>&1 || true
+    # --terse prints nothing at all for a clean patch.
     counts=$(grep -oE '^total: [0-9]+ errors, [0-9]+ warnings, [0-9]+ checks' "$out" ||
-        echo "checkpatch gave no summary ($out)")
+        echo "total: 0 errors, 0 warnings, 0 checks")
     printf '%3d %4ds  %s  %s\n' "$i" "$(($(date +%s) - t0))" "$counts" "$subject" | tee -a "$report"
     grep -E ': (ERROR|WARNING|CHECK):' "$out" | sed 's/^/      /' >>"$report" || true
 done
