@@ -34,10 +34,6 @@ use kernel::{
 
 /// Entries of the admin queues.
 pub(crate) const ADMIN_DEPTH: u16 = 32;
-/// Delete I/O Submission Queue.
-const ADMIN_DELETE_SQ: u8 = 0x00;
-/// Delete I/O Completion Queue.
-const ADMIN_DELETE_CQ: u8 = 0x04;
 /// How often to look for the completion of an admin command.
 pub(crate) const POLL_INTERVAL: Delta = Delta::from_millis(1);
 /// How many user commands may be outstanding at once: one slot stays for the driver's own
@@ -257,12 +253,7 @@ impl AdminQueue {
         cns: u32,
         f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
     ) -> Result<R> {
-        cmd::zero(&self.identify)?;
-        let sqe = Sqe::new(cmd::ADMIN_IDENTIFY, nsid)
-            .prps(self.identify.dma_address(), 0)
-            .cdw10(cns);
-        self.run(regs, sqe)?;
-        f(io_project!(&self.identify, [try: ..]).try_cast::<T>()?)
+        self.read_data(regs, Sqe::new(cmd::ADMIN_IDENTIFY, nsid).cdw10(cns), f)
     }
 
     /// Read log page `lid` (its first 4 KiB) and call `f` with it; `rae`: keep the
@@ -275,12 +266,22 @@ impl AdminQueue {
         rae: bool,
         f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
     ) -> Result<R> {
-        cmd::zero(&self.identify)?;
         let dwords = (cmd::IDENTIFY_SIZE / 4 - 1) as u32;
         let sqe = Sqe::new(ADMIN_GET_LOG_PAGE, 0xffff_ffff)
-            .prps(self.identify.dma_address(), 0)
             .cdw10(u32::from(lid) | (u32::from(rae) << 15) | (dwords << 16));
-        self.run(regs, sqe)?;
+        self.read_data(regs, sqe, f)
+    }
+
+    /// Run `sqe` with the admin queue's data buffer (zeroed first: what the controller does not
+    /// write reads as zeroes) as its data, and call `f` with the buffer as a `T`.
+    fn read_data<T: FromBytes + IntoBytes, R>(
+        &mut self,
+        regs: &Regs,
+        sqe: Sqe,
+        f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
+    ) -> Result<R> {
+        cmd::zero(&self.identify)?;
+        self.run(regs, sqe.prps(self.identify.dma_address(), 0))?;
         f(io_project!(&self.identify, [try: ..]).try_cast::<T>()?)
     }
 
@@ -334,7 +335,7 @@ impl AdminQueue {
     /// that does not answer is disabled anyway), so this takes at most one `admin_timeout`
     /// beyond what the controller needs.
     pub(crate) fn delete_io_queues(&mut self, regs: &Regs, queues: &[Arc<IoQueue>]) -> Result {
-        for (opcode, what) in [(ADMIN_DELETE_SQ, "SQ"), (ADMIN_DELETE_CQ, "CQ")] {
+        for (opcode, what) in [(cmd::ADMIN_DELETE_SQ, "SQ"), (cmd::ADMIN_DELETE_CQ, "CQ")] {
             for q in queues.iter().rev() {
                 let qid = u32::from(q.qid);
                 self.run(regs, Sqe::new(opcode, 0).cdw10(qid))
@@ -411,15 +412,14 @@ impl AdminWork {
         drop(self.handler.lock().take());
     }
 
-    /// Queue a run, unless one is queued already. Does not sleep (called from the interrupt).
-    pub(crate) fn kick(self: &Arc<Self>) {
-        if self.running.load(Relaxed) {
+    /// Queue a run, unless one is queued already, if a handler is set; returns whether one
+    /// is (the admin queue's interrupt then counts as handled). Does not sleep (called from
+    /// the interrupt).
+    pub(crate) fn kick(self: &Arc<Self>) -> bool {
+        let running = self.running.load(Relaxed);
+        if running {
             let _ = workqueue::system().enqueue(self.clone());
         }
-    }
-
-    /// Whether a handler runs (the interrupt then counts as handled).
-    pub(crate) fn is_running(&self) -> bool {
-        self.running.load(Relaxed)
+        running
     }
 }

@@ -14,7 +14,7 @@
 
 use crate::{
     admin::{AdminEvents, AdminWork, Outcome, Ticket},
-    cmd::Sqe,
+    cmd::{self, Sqe},
     ns::Namespaces,
     rescan,
 };
@@ -28,7 +28,6 @@ use kernel::{
 };
 
 const ADMIN_ASYNC_EVENT: u8 = 0x0c;
-const ADMIN_SET_FEATURES: u8 = 0x09;
 const FEAT_ASYNC_EVENT_CONFIG: u32 = 0x0b;
 /// The events asked for: every SMART/health critical warning (bits 7:0) and Namespace
 /// Attribute Notices (bit 8).
@@ -79,8 +78,8 @@ struct State {
 
 impl AdminEvents for Aen {
     fn run(&self) {
-        if let Some(result) = self.poll_and_arm(&self.ns) {
-            self.handle(&self.ns, result);
+        if let Some(result) = self.poll_and_arm() {
+            self.handle(result);
             self.work.kick();
         }
     }
@@ -109,8 +108,8 @@ impl Aen {
 
     /// With the admin lock: take the outcome of the outstanding request; arm a new one
     /// (enabling the events first after a reset). Returns the event reported, if any.
-    fn poll_and_arm(&self, ns: &Namespaces) -> Option<u32> {
-        let ctrl = &ns.ctrl;
+    fn poll_and_arm(&self) -> Option<u32> {
+        let ctrl = &self.ns.ctrl;
         let mut admin = ctrl.live_admin().ok()?;
         let mut state = self.state.lock();
         let mut event = None;
@@ -123,7 +122,7 @@ impl Aen {
                         ctrl.index,
                         status
                     );
-                    state.refused = status & 0x7ff == SC_AER_LIMIT;
+                    state.refused = status & cmd::STATUS_SCT_SC_MASK == SC_AER_LIMIT;
                 }
                 // Lost in a reset: the controller forgot the configuration too.
                 Ok(Some(Outcome::Lost)) => state.enabled = false,
@@ -134,7 +133,7 @@ impl Aen {
             return event;
         }
         if !state.enabled {
-            let enable = Sqe::new(ADMIN_SET_FEATURES, 0)
+            let enable = Sqe::new(cmd::ADMIN_SET_FEATURES, 0)
                 .cdw10(FEAT_ASYNC_EVENT_CONFIG)
                 .cdw11(EVENTS);
             if let Err(e) = admin.run(&ctrl.regs, enable) {
@@ -159,38 +158,11 @@ impl Aen {
 
     /// Handle event `result` (dword 0 of the request's completion), without the admin lock:
     /// read its log page to clear it, then rescan or log.
-    fn handle(&self, ns: &Namespaces, result: u32) {
-        let ctrl = &ns.ctrl;
+    fn handle(&self, result: u32) {
+        let ctrl = &self.ns.ctrl;
         let (kind, info, lid) = (result & 7, (result >> 8) & 0xff, (result >> 16) as u8);
         if kind == TYPE_SMART {
-            let temperature = ctrl.live_admin().and_then(|mut a| {
-                a.get_log_page::<SmartLog, _>(&ctrl.regs, lid, false, |log| {
-                    let t: [u8; 2] = kernel::io::io_project!(log, .temperature).copy_read();
-                    Ok(u16::from_le_bytes(t))
-                })
-            });
-            if self.first(kind, info) {
-                let what = match info {
-                    0 => "reliability degraded",
-                    1 => "temperature beyond a threshold",
-                    2 => "spare capacity below its threshold",
-                    _ => "health event",
-                };
-                match temperature {
-                    Ok(k) => pr_crit!(
-                        "rnvme{}: SMART/health critical warning: {} (composite temperature {} K)\n",
-                        ctrl.index,
-                        what,
-                        k
-                    ),
-                    Err(e) => pr_crit!(
-                        "rnvme{}: SMART/health critical warning: {} (log not read: {:?})\n",
-                        ctrl.index,
-                        what,
-                        e
-                    ),
-                }
-            }
+            self.smart_event(info, lid);
             return;
         }
         // Reading the page (for a notice of a changed namespace, the Changed Namespace List)
@@ -204,7 +176,7 @@ impl Aen {
                     "rnvme{}: namespace attributes changed, rescanning\n",
                     ctrl.index
                 );
-                if let Err(e) = cleared.and_then(|()| rescan::scan(ns)) {
+                if let Err(e) = cleared.and_then(|()| rescan::scan(&self.ns)) {
                     pr_warn!(
                         "rnvme{}: rescan after an event failed ({:?})\n",
                         ctrl.index,
@@ -216,6 +188,41 @@ impl Aen {
                 pr_err!("rnvme{}: controller error event {:#x}\n", ctrl.index, info);
             }
             _ => pr_info!("rnvme{}: asynchronous event {:#x}\n", ctrl.index, result),
+        }
+    }
+
+    /// A SMART/health event (`info`): read its log page `lid` (which clears it) for the
+    /// temperature, and log the first of each kind.
+    fn smart_event(&self, info: u32, lid: u8) {
+        let ctrl = &self.ns.ctrl;
+        let temperature = ctrl.live_admin().and_then(|mut a| {
+            a.get_log_page::<SmartLog, _>(&ctrl.regs, lid, false, |log| {
+                let t: [u8; 2] = kernel::io::io_project!(log, .temperature).copy_read();
+                Ok(u16::from_le_bytes(t))
+            })
+        });
+        if !self.first(TYPE_SMART, info) {
+            return;
+        }
+        let what = match info {
+            0 => "reliability degraded",
+            1 => "temperature beyond a threshold",
+            2 => "spare capacity below its threshold",
+            _ => "health event",
+        };
+        match temperature {
+            Ok(k) => pr_crit!(
+                "rnvme{}: SMART/health critical warning: {} (composite temperature {} K)\n",
+                ctrl.index,
+                what,
+                k
+            ),
+            Err(e) => pr_crit!(
+                "rnvme{}: SMART/health critical warning: {} (log not read: {:?})\n",
+                ctrl.index,
+                what,
+                e
+            ),
         }
     }
 

@@ -14,7 +14,9 @@ use kernel::{
 };
 
 // Admin opcodes.
+pub(crate) const ADMIN_DELETE_SQ: u8 = 0x00;
 pub(crate) const ADMIN_CREATE_SQ: u8 = 0x01;
+pub(crate) const ADMIN_DELETE_CQ: u8 = 0x04;
 pub(crate) const ADMIN_CREATE_CQ: u8 = 0x05;
 pub(crate) const ADMIN_IDENTIFY: u8 = 0x06;
 pub(crate) const ADMIN_ABORT: u8 = 0x08;

@@ -4,7 +4,7 @@
 //! its namespaces, the steps of bringing it up, reset, removal and shutdown.
 
 use crate::{
-    admin::{AdminQueue, AdminWork, POLL_INTERVAL},
+    admin::{AdminQueue, AdminWork, Ticket, POLL_INTERVAL},
     cmd::{self, IdCtrl, Sqe},
     prp::PRP_LIST_ENTRIES,
     queue::Delivery,
@@ -435,6 +435,18 @@ impl Ctrl {
             why,
             timeout.as_millis()
         );
+        self.lose_in_reset(ticket, opcode, admin_timeout)
+    }
+
+    /// Reset the controller for user command `ticket` (opcode `opcode`), which did not
+    /// complete, and wait until the reset has disabled the controller and noted the command
+    /// lost (`EINTR`); `EIO` if that does not happen within `admin_timeout` and a bit.
+    fn lose_in_reset(
+        self: &Arc<Self>,
+        ticket: Ticket,
+        opcode: u8,
+        admin_timeout: Delta,
+    ) -> Result<(u16, u32)> {
         self.schedule_reset();
         // The reset (or, during removal, the disable) notes the command as lost once the
         // controller is disabled; that takes at most one driver command (Delete I/O queue)
@@ -614,10 +626,7 @@ impl Ctrl {
             };
             let e = match result {
                 Ok(()) => {
-                    self.queues.accept();
-                    self.set_state(CtrlState::Live);
-                    // The Asynchronous Event Request was lost: arm it again.
-                    self.admin_work.kick();
+                    self.live_again();
                     pr_info!(
                         "rnvme{}: controller reset done, {} requests requeued (attempt {})\n",
                         self.index,
@@ -655,6 +664,14 @@ impl Ctrl {
             let disks = core::mem::take(&mut *self.disks.lock());
             drop(disks);
         }
+    }
+
+    /// The end of a successful reset: take submissions again, and arm the Asynchronous Event
+    /// Request again (the reset lost it).
+    fn live_again(&self) {
+        self.queues.accept();
+        self.set_state(CtrlState::Live);
+        self.admin_work.kick();
     }
 
     /// Redo the PCI setup a reset needs, which the function loses when it is reset or when it

@@ -81,8 +81,6 @@ const MAX_PAGES: usize = MAX_DATA / PAGE_SIZE;
 const ZEROES: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
 
 // Admin opcodes that touch what the driver manages itself (its I/O queues).
-const ADMIN_DELETE_SQ: u8 = 0x00;
-const ADMIN_DELETE_CQ: u8 = 0x04;
 const ADMIN_FORMAT_NVM: u8 = 0x80;
 const ADMIN_SANITIZE: u8 = 0x84;
 // Features the driver or the kernel manages (refused like the C driver does).
@@ -486,7 +484,7 @@ fn check_admin(c: &PassthruCmd) -> Result<Sqe> {
     }
     if matches!(
         c.opcode,
-        ADMIN_DELETE_SQ | cmd::ADMIN_CREATE_SQ | ADMIN_DELETE_CQ | cmd::ADMIN_CREATE_CQ
+        cmd::ADMIN_DELETE_SQ | cmd::ADMIN_CREATE_SQ | cmd::ADMIN_DELETE_CQ | cmd::ADMIN_CREATE_CQ
     ) {
         // The driver owns the I/O queues: creating or deleting one behind its back would
         // break it.

@@ -470,9 +470,8 @@ impl CqIrq {
 impl irq::Handler for CqIrq {
     fn handle(&self) -> IrqReturn {
         let mut any = false;
-        if let Some(admin) = self.admin.as_ref().filter(|a| a.is_running()) {
-            admin.kick();
-            any = true;
+        if let Some(admin) = &self.admin {
+            any |= admin.kick();
         }
         for q in self.queues.iter() {
             any |= q.process_completions();

@@ -289,6 +289,19 @@ hung_admin() { nvme admin-passthru "$1" --opcode=0x0c --timeout="$2"; }
 now_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
 ms_since() { echo $(($(now_ms) - $1)); }
 
+# hung_admin_lost PID START LIMIT_MS WHEN: the hung command of PID (output in /tmp/aer.out,
+# started at now_ms START) fails with EINTR, at most LIMIT_MS after it started (lost WHEN).
+hung_admin_lost() {
+    local pid=$1 start=$2 limit=$3 when=$4 rc=0 ms
+    wait "$pid" || rc=$?
+    ms=$(ms_since "$start")
+    cat /tmp/aer.out
+    echo "hung command: rc=$rc after $ms ms"
+    [[ $rc != 0 ]] && grep -q "Interrupted system call" /tmp/aer.out \
+        || fail "the hung command was not lost $when (no EINTR)"
+    ((ms < limit)) || fail "the hung command outlived $when: $ms ms"
+}
+
 # The caller's timeout_ms: a hung admin command returns after it, not after admin_timeout, with
 # EINTR (as the C driver's, which resets the controller); this driver resets the controller too,
 # and the controller then serves I/O and admin commands.
@@ -321,7 +334,7 @@ test_nvme_cli_admin_timeout() {
 test_nvme_cli_admin_hung_no_block() {
     dmesg -c >/dev/null
     load_nvme io_timeout=1 admin_timeout=30
-    local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 start ms pid rc=0
+    local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 start ms pid
     head -c 4096 /dev/urandom >/tmp/known
     dd if=/tmp/known of=$DEV bs=4k seek=100 oflag=direct,sync status=none
     start=$(now_ms)
@@ -342,13 +355,7 @@ test_nvme_cli_admin_hung_no_block() {
     ((ms < 12000)) || fail "the abort and reset waited $ms ms for the hung command"
     dmesg | grep -E "rnvme0: (command .* timed out|controller reset done)"
     dmesg | grep -q "timed out, aborting" || fail "no abort"
-    wait $pid || rc=$?
-    ms=$(ms_since "$start")
-    cat /tmp/aer.out
-    echo "hung command: rc=$rc after $ms ms"
-    [[ $rc != 0 ]] && grep -q "Interrupted system call" /tmp/aer.out \
-        || fail "the hung command was not lost in the reset"
-    ((ms < 15000)) || fail "the hung command outlived the reset: $ms ms"
+    hung_admin_lost $pid "$start" 15000 "in the reset"
     fio_verify $DEV --size=8m
     unload_nvme
 }
@@ -358,7 +365,7 @@ test_nvme_cli_admin_hung_no_block() {
 test_nvme_cli_admin_hung_unbind() {
     dmesg -c >/dev/null
     load_nvme admin_timeout=30
-    local bdf start ms pid rc=0
+    local bdf start ms pid
     bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
     start=$(now_ms)
     hung_admin $CDEV 20000 >/tmp/aer.out 2>&1 &
@@ -368,13 +375,7 @@ test_nvme_cli_admin_hung_unbind() {
     ms=$(ms_since "$start")
     echo "unbind done $ms ms after the hung command started"
     ((ms < 8000)) || fail "the unbind waited $ms ms for the hung command"
-    wait $pid || rc=$?
-    ms=$(ms_since "$start")
-    cat /tmp/aer.out
-    echo "hung command: rc=$rc after $ms ms"
-    [[ $rc != 0 ]] && grep -q "Interrupted system call" /tmp/aer.out \
-        || fail "the hung command did not fail with EINTR"
-    ((ms < 10000)) || fail "the hung command outlived the unbind: $ms ms"
+    hung_admin_lost $pid "$start" 10000 "at the unbind"
     echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/bind
     wait_dev $DEV
     nvme id-ctrl $CDEV | grep -q rblk0001 || fail "id-ctrl after rebind"
