@@ -77,8 +77,11 @@
 //! # Data path
 //!
 //! Read and write map every page of the request for DMA and describe it with PRP1, PRP2 or a
-//! PRP list (one list page area per command slot; the queue limits, with a page-sized virtual
-//! boundary, keep requests within one list). PRP1 may start at any dword, so direct I/O
+//! PRP list, or, on a controller that takes them, with an SGL (`transfer.rs`): like the C
+//! driver, such a controller's disks have no virtual boundary, and a request uses an SGL when
+//! its segments average `sgl_threshold` bytes or more (default 32 KiB) or do not meet at page
+//! boundaries. Every command slot has a list page (a PRP list or an SGL segment); transfers go
+//! up to MDTS (at most 2 MiB). PRP1 and SGL data blocks may start at any dword, so direct I/O
 //! buffers need dword alignment only (dma_alignment 3, like the C driver). Flush, FUA,
 //! discard (Dataset Management, deallocate) and write-zeroes are passed to the device when it
 //! supports them. Completion status codes are mapped to block errors like the C driver does.
@@ -94,6 +97,16 @@
 //! requests run. A failed attempt is retried (3 attempts, 1 s apart); a controller that does
 //! not come back stays disabled, its requests fail and its disks are removed. In debugfs,
 //! `lose_commands` injects lost commands and `fail_resets` failed reset attempts, for tests.
+//!
+//! # System sleep
+//!
+//! Suspend (and the freeze and poweroff phases of hibernation), like the C driver's simple
+//! suspend: resets are waited for and no new one starts, the disks' queues are quiesced (new
+//! requests wait in the block layer), the commands in flight are waited for (at most 30 s),
+//! the I/O queues are deleted and the controller is shut down (CC.SHN) and disabled; commands
+//! it did not complete are requeued. Resume (thaw, restore) queues a reset, which brings the
+//! controller and its queues back, and unquiesces the queues; their requests are retried
+//! until the reset is done.
 //!
 //! # Passthrough (nvme-cli)
 //!
@@ -179,7 +192,7 @@
 //! unless `bogus_nid_quirk=0`.
 //!
 //! Not implemented: `NVME_IOCTL_SUBMIT_IO`, `NVME_IOCTL_SUBSYS_RESET`, vectored and io_uring
-//! passthrough, SGLs, suspend/resume, metadata/protection information,
+//! passthrough, metadata/protection information,
 //! namespaces with LBA formats that carry metadata, reset on CSTS.CFS outside a timeout, the
 //! `nuse` and `passthru_err_log_enabled` disk attributes, noticing on a rescan that a namespace
 //! was replaced under the same nsid.
@@ -216,6 +229,10 @@ mod regs;
 mod request;
 #[path = "rust_nvme_mq/rescan.rs"]
 mod rescan;
+#[path = "rust_nvme_mq/sgl.rs"]
+mod sgl;
+#[path = "rust_nvme_mq/transfer.rs"]
+mod transfer;
 
 use admin::{AdminQueue, AdminWork};
 use ctrl::{Ctrl, CtrlIndex, CtrlInfo, EnabledAdmin};
@@ -242,6 +259,7 @@ use queue::IoQueue;
 use queueset::{CqIrq, QueueSet};
 use regs::Regs;
 use request::NvmeOps;
+use transfer::Transfer;
 
 module! {
     type: RustNvmeMq,
@@ -290,6 +308,11 @@ module! {
             description: "How many times an I/O command that failed without Do Not Retry is sent again (0..=255)",
             perm: 0o444,
         },
+        sgl_threshold: u32 {
+            default: 32768,
+            description: "Use SGLs when the average segment size of a request is this many bytes or more (0: only for requests PRPs cannot describe), on controllers that support them",
+            perm: 0o444,
+        },
     },
 }
 
@@ -317,6 +340,8 @@ struct NvmeDevice {
     ctrl: Arc<Ctrl>,
     _irqs: Devres<pci::IrqHandlers<CqIrq>>,
     _index: CtrlIndex,
+    /// The tag set of the disks, quiesced across a system sleep.
+    tagset: Arc<TagSet<NvmeOps>>,
 }
 
 /// The module parameters a probe uses.
@@ -327,6 +352,7 @@ struct Params {
     poll_queues: u32,
     io_timeout: Delta,
     admin_timeout: Delta,
+    sgl_threshold: u32,
 }
 
 impl Params {
@@ -338,6 +364,7 @@ impl Params {
             poll_queues: module_parameters::poll_queues.value(),
             io_timeout: Delta::from_secs(module_parameters::io_timeout.value().into()),
             admin_timeout: Delta::from_secs(module_parameters::admin_timeout.value().into()),
+            sgl_threshold: module_parameters::sgl_threshold.value(),
         }
     }
 }
@@ -449,6 +476,7 @@ fn alloc_io_queues(
     admin: &mut EnabledAdmin,
     params: &Params,
     depth: u16,
+    transfer: Transfer,
 ) -> Result<Allocated> {
     let want = match params.nr_io_queues {
         0 => kernel::cpu::nr_cpu_ids(),
@@ -472,7 +500,7 @@ fn alloc_io_queues(
     for i in 0..nr_queues {
         let qid = u16::try_from(i + 1)?;
         queues.push(
-            IoQueue::new(pdev.as_ref(), regs.clone(), qid, depth)?,
+            IoQueue::new(pdev.as_ref(), regs.clone(), qid, depth, transfer)?,
             GFP_KERNEL,
         )?;
     }
@@ -523,7 +551,7 @@ fn announce(pdev: &pci::Device<Core<'_>>, regs: &Regs, ctrl: &Ctrl, info: &CtrlI
     let queues = &ctrl.queues;
     dev_info!(
         pdev,
-        "rnvme{}: {} ({}), NVMe {}.{}, {} I/O queues of {} entries, {} MSI-X vectors, max transfer {} KiB, overflow={}\n",
+        "rnvme{}: {} ({}), NVMe {}.{}, {} I/O queues of {} entries, {} MSI-X vectors, max transfer {} KiB, SGLs {}, overflow={}\n",
         ctrl.index,
         cmd::IdString(&info.model),
         cmd::IdString(&info.serial),
@@ -532,7 +560,8 @@ fn announce(pdev: &pci::Device<Core<'_>>, regs: &Regs, ctrl: &Ctrl, info: &CtrlI
         queues.len(),
         queues.depth(),
         queues.nr_vectors(),
-        info.max_bytes / 1024,
+        info.transfer.max_bytes / 1024,
+        if info.transfer.sgl { "on" } else { "off" },
         queues.overflow()
     );
     if queues.nr_poll() > 0 {
@@ -578,9 +607,10 @@ impl NvmeDevice {
         let admin_work = AdminWork::new()?;
         let admin_irq = request_admin_irq(pdev, &admin_work)?;
         let mut admin = enable_controller(pdev, &regs, params.admin_timeout)?;
-        let mut info = CtrlInfo::identify(&mut admin, &regs)?;
+        let mut info = CtrlInfo::identify(&mut admin, &regs, params.sgl_threshold)?;
         info.bogus_nid = module_parameters::bogus_nid_quirk.value() && reports_bogus_nids(pdev);
-        let Allocated { queues, want } = alloc_io_queues(pdev, &regs, &mut admin, &params, depth)?;
+        let Allocated { queues, want } =
+            alloc_io_queues(pdev, &regs, &mut admin, &params, depth, info.transfer)?;
         let nr_poll = params.poll_queues as usize;
         drop(admin_irq);
         let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll], &admin_work)?;
@@ -609,6 +639,7 @@ impl NvmeDevice {
             ctrl,
             _irqs: irqs,
             _index: index,
+            tagset: namespaces.tagset().clone(),
         })
     }
 }
@@ -651,6 +682,24 @@ impl pci::Driver for NvmeDriver {
 
     fn shutdown<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
         this.ctrl.shutdown();
+    }
+
+    const SYSTEM_SLEEP: bool = true;
+
+    fn suspend<'bound>(
+        _pdev: &'bound pci::Device<Core<'_>>,
+        this: Pin<&Self::Data<'bound>>,
+    ) -> Result {
+        this.ctrl.suspend(&this.tagset);
+        Ok(())
+    }
+
+    fn resume<'bound>(
+        _pdev: &'bound pci::Device<Core<'_>>,
+        this: Pin<&Self::Data<'bound>>,
+    ) -> Result {
+        this.ctrl.resume(&this.tagset);
+        Ok(())
     }
 }
 

@@ -412,6 +412,11 @@ impl AdminWork {
         drop(self.handler.lock().take());
     }
 
+    /// Wait for a run that is queued or running; later kicks still queue runs.
+    pub(crate) fn flush(&self) {
+        self.work.flush();
+    }
+
     /// Queue a run, unless one is queued already, if a handler is set; returns whether one
     /// is (the admin queue's interrupt then counts as handled). Does not sleep (called from
     /// the interrupt).

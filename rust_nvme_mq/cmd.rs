@@ -6,6 +6,7 @@
 //! Queue and Identify memory is DMA coherent memory of bytes; entries are views of it cast to
 //! these `#[repr(C)]` types and read or written field by field, with checked indexes.
 
+use crate::sgl::SglDesc;
 use core::mem::size_of;
 use kernel::{
     dma::{Coherent, CoherentView},
@@ -47,6 +48,11 @@ pub(crate) const CQ_IRQ_ENABLED: u32 = 1 << 1;
 pub(crate) const RW_FUA: u32 = 1 << 30;
 /// Dataset Management cdw11: deallocate.
 pub(crate) const DSM_DEALLOCATE: u32 = 1 << 2;
+
+/// Command dword 0, PRP or SGL for Data Transfer (bits 15:14, bits 7:6 of the flags byte):
+/// 01b, an SGL for the data, metadata in one buffer.
+const PSDT_SGL: u8 = 0b01 << 6;
+const PSDT_MASK: u8 = 0b11 << 6;
 
 /// A submission queue entry (64 bytes).
 #[repr(C)]
@@ -91,6 +97,22 @@ impl Sqe {
     /// Set the data pointer.
     pub(crate) fn prps(self, prp1: u64, prp2: u64) -> Self {
         Self { prp1, prp2, ..self }
+    }
+
+    /// Set the data pointer to an SGL descriptor.
+    pub(crate) fn sgl(self, desc: SglDesc) -> Self {
+        let [prp1, prp2] = desc.words();
+        Self {
+            flags: self.flags | PSDT_SGL,
+            prp1,
+            prp2,
+            ..self
+        }
+    }
+
+    /// Whether the data pointer is an SGL descriptor.
+    pub(crate) fn uses_sgl(&self) -> bool {
+        self.flags & PSDT_MASK != 0
     }
 
     pub(crate) fn cdw10(self, cdw10: u32) -> Self {
@@ -289,7 +311,10 @@ pub(crate) struct IdCtrl {
     fna: u8,
     /// Volatile Write Cache.
     pub(crate) vwc: u8,
-    rsvd526: [u8; 3570],
+    rsvd526: [u8; 10],
+    /// SGL Support.
+    pub(crate) sgls: u32,
+    rsvd540: [u8; 3556],
 }
 
 /// ONCS: Dataset Management.
@@ -346,6 +371,7 @@ pub(crate) struct NsDescList(pub(crate) [u8; 4096]);
 const _: () = assert!(size_of::<Sqe>() == 64);
 const _: () = assert!(size_of::<Cqe>() == 16);
 const _: () = assert!(size_of::<IdCtrl>() == IDENTIFY_SIZE);
+const _: () = assert!(core::mem::offset_of!(IdCtrl, sgls) == 536);
 const _: () = assert!(size_of::<IdNs>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<NsList>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<NsDescList>() == IDENTIFY_SIZE);

@@ -6,17 +6,16 @@
 use crate::{
     admin::{AdminQueue, AdminWork, Ticket, POLL_INTERVAL},
     cmd::{self, IdCtrl, Sqe},
-    prp::PRP_LIST_ENTRIES,
     queue::Delivery,
     queueset::{QueueSet, COUNTER_COLUMNS},
     regs::{Regs, PCI_COMMAND},
     request::{NsShape, NvmeOps},
+    transfer::Transfer,
 };
 use kernel::{
-    block::mq::{gen_disk::GenDisk, DmaDevice},
+    block::mq::{gen_disk::GenDisk, DmaDevice, TagSet},
     device::{Bound, Core, Device},
     io::{io_read, poll::read_poll_timeout, Io},
-    page::PAGE_SIZE,
     pci,
     prelude::*,
     sync::{
@@ -85,6 +84,9 @@ pub(crate) enum CtrlState {
     /// Disabled after a reset that failed every attempt: submissions fail, and the disks are
     /// removed.
     Dead = 2,
+    /// Shut down for a system sleep ([`Ctrl::suspend`]): the disks' queues are quiesced, and
+    /// a submission that comes anyway is retried later.
+    Suspended = 3,
 }
 
 impl TryFrom<i32> for CtrlState {
@@ -96,6 +98,7 @@ impl TryFrom<i32> for CtrlState {
             0 => Ok(Self::Live),
             1 => Ok(Self::Resetting),
             2 => Ok(Self::Dead),
+            3 => Ok(Self::Suspended),
             _ => Err(EINVAL),
         }
     }
@@ -143,24 +146,27 @@ pub(crate) struct CtrlInfo {
     pub(crate) oncs: u16,
     /// A volatile write cache is present.
     pub(crate) vwc: bool,
-    /// Largest transfer in bytes: MDTS and the PRP list of a command slot.
-    pub(crate) max_bytes: usize,
+    /// Largest transfer and how data is described (MDTS, SGL support).
+    pub(crate) transfer: Transfer,
     /// Namespace identifiers are ignored (the C driver's `NVME_QUIRK_BOGUS_NID`).
     pub(crate) bogus_nid: bool,
 }
 
 impl CtrlInfo {
-    pub(crate) fn identify(admin: &mut EnabledAdmin, regs: &Regs) -> Result<Self> {
+    /// Identify the controller; `sgl_threshold` is the module parameter.
+    pub(crate) fn identify(
+        admin: &mut EnabledAdmin,
+        regs: &Regs,
+        sgl_threshold: u32,
+    ) -> Result<Self> {
         admin
             .queue
             .identify::<IdCtrl, _>(regs, 0, cmd::CNS_CONTROLLER, |id| {
                 let mdts: u8 = io_read!(id, .mdts);
                 let vwc: u8 = io_read!(id, .vwc);
-                // MDTS is in minimum pages (4 KiB, checked at probe), 0 = no limit.
-                let mut max_bytes = PRP_LIST_ENTRIES * PAGE_SIZE;
-                if mdts != 0 && u32::from(mdts) + 12 < usize::BITS {
-                    max_bytes = max_bytes.min(1usize << (12 + u32::from(mdts)));
-                }
+                // MDTS is in minimum pages (4 KiB, checked at probe).
+                let sgls: u32 = io_read!(id, .sgls);
+                let transfer = Transfer::new(mdts, sgls, sgl_threshold);
                 Ok(Self {
                     vid: io_read!(id, .vid),
                     model: kernel::io::io_project!(id, .mn).copy_read(),
@@ -168,7 +174,7 @@ impl CtrlInfo {
                     firmware_rev: kernel::io::io_project!(id, .fr).copy_read(),
                     oncs: io_read!(id, .oncs),
                     vwc: vwc & cmd::VWC_PRESENT != 0,
-                    max_bytes,
+                    transfer,
                     bogus_nid: false,
                 })
             })
@@ -557,6 +563,79 @@ impl Ctrl {
         let _ = admin.clear();
     }
 
+    /// System suspend (and the freeze and poweroff phases of hibernation), like the C
+    /// driver's simple suspend (`nvme_dev_disable(dev, true)`): with resets over and none to
+    /// come (`Suspended`), and the asynchronous event work done, stop dispatch (the disks'
+    /// queues are quiesced: new requests wait in the block layer), wait (at most
+    /// [`SHUTDOWN_DRAIN`]) for the commands in flight, delete the I/O queues and shut the
+    /// controller down (CC.SHN: it flushes its cache before power goes), then disable it.
+    /// Commands that did not complete are given back to the block layer and go out after
+    /// [`Ctrl::resume`]. A controller that is dead or being removed is left as it is.
+    pub(crate) fn suspend(&self, tagset: &TagSet<NvmeOps>) {
+        loop {
+            self.reset_work.flush();
+            if *self.removing.lock() {
+                return;
+            }
+            if self.leave_live(CtrlState::Suspended) {
+                break;
+            }
+            // Still `Resetting`: a reset was queued after the flush, wait for it too.
+            if self.state() != Ok(CtrlState::Resetting) {
+                return;
+            }
+        }
+        self.admin_work.flush();
+        tagset.quiesce();
+        self.drain();
+        let mut admin = self.admin.lock();
+        self.delete_io_queues(&mut admin);
+        self.regs.shutdown();
+        let _ = self.regs.disable();
+        let requeued = self.queues.requeue_all_and_clear();
+        let _ = admin.clear();
+        pr_info!(
+            "rnvme{}: suspended, {} requests wait for resume\n",
+            self.index,
+            requeued
+        );
+    }
+
+    /// System resume (and thaw and restore), like the C driver's simple resume: a reset
+    /// brings the controller back (see [`Ctrl::reset`]; from a work item, as the reset needs
+    /// the device lock, which the PM core holds now), and the disks' queues dispatch again:
+    /// their requests are retried until the reset is done.
+    pub(crate) fn resume(self: &Arc<Self>, tagset: &TagSet<NvmeOps>) {
+        if self
+            .state
+            .cmpxchg(
+                CtrlState::Suspended as i32,
+                CtrlState::Resetting as i32,
+                Relaxed,
+            )
+            .is_err()
+        {
+            return;
+        }
+        pr_info!("rnvme{}: resuming\n", self.index);
+        // Cannot be queued already: only a change to `Resetting` queues it.
+        let _ = workqueue::system_unbound().enqueue(self.clone());
+        tagset.unquiesce();
+    }
+
+    /// Wait (at most [`SHUTDOWN_DRAIN`]) until no command is in flight; submissions are turned
+    /// away already.
+    fn drain(&self) {
+        self.queues.stop_accepting();
+        // Without the admin lock: a command that times out meanwhile gets its Abort.
+        let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        while self.queues.busy() && start.elapsed() < SHUTDOWN_DRAIN {
+            // Poll queues have no interrupt; the others are reaped by theirs too.
+            self.queues.process_completions();
+            fsleep(Delta::from_millis(1));
+        }
+    }
+
     /// System shutdown (reboot, power-off, kexec) with the driver still bound, like the C
     /// driver's `nvme_shutdown()`: stop resets, stop taking commands and wait (at most
     /// [`SHUTDOWN_DRAIN`]) for those in flight, delete the I/O queues, then shut the
@@ -570,15 +649,9 @@ impl Ctrl {
         if self.state() == Ok(CtrlState::Dead) {
             return;
         }
-        self.queues.stop_accepting();
-        // Without the admin lock: a command that times out meanwhile gets its Abort (or, as
-        // resets are off now, `give_up` disables the controller).
-        let start = kernel::time::Instant::<kernel::time::Monotonic>::now();
-        while self.queues.busy() && start.elapsed() < SHUTDOWN_DRAIN {
-            // Poll queues have no interrupt; the others are reaped by theirs too.
-            self.queues.process_completions();
-            fsleep(Delta::from_millis(1));
-        }
+        // A command that times out meanwhile gets its Abort (or, as resets are off now,
+        // `give_up` disables the controller).
+        self.drain();
         let mut admin = self.admin.lock();
         if !self.leave_live(CtrlState::Dead) {
             // `give_up` disabled the controller and failed what it held.

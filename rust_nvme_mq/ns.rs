@@ -10,7 +10,6 @@ use crate::{
     ctrl::{Ctrl, CtrlInfo, CtrlState, NsDisk, Revalidated},
     ident::{self, Identity, NsIds},
     ioctl::Passthru,
-    prp::MAX_SEGMENTS,
     request::{NsShape, NvmeOps},
 };
 use kernel::{
@@ -24,14 +23,13 @@ use kernel::{
     device::Device,
     fmt,
     io::io_read,
-    page::PAGE_SIZE,
     prelude::*,
     sync::{aref::ARef, Arc, ArcBorrow},
     time::Delta,
 };
 
-/// PRP entries need dword alignment only, so direct I/O buffers may start at any dword (like
-/// the C driver, which sets the same).
+/// PRP entries and SGL data blocks need dword alignment only, so direct I/O buffers may start
+/// at any dword (like the C driver, which sets the same).
 const DMA_ALIGNMENT_MASK: u32 = 3;
 /// blk-mq's limit on the tags of a tag set (`BLK_MQ_MAX_DEPTH`).
 const MAX_TAGS: u32 = 10240;
@@ -67,7 +65,9 @@ impl Operations for NvmeOps {
         match ctrl.state() {
             Ok(CtrlState::Live) => {}
             // Retried by blk-mq a few milliseconds later.
-            Ok(CtrlState::Resetting) => return Err(QueueError::new(rq, ENOMEM)),
+            Ok(CtrlState::Resetting | CtrlState::Suspended) => {
+                return Err(QueueError::new(rq, ENOMEM))
+            }
             Ok(CtrlState::Dead) => return Err(QueueError::new(rq, EIO)),
             Err(e) => return Err(QueueError::new(rq, e)),
         }
@@ -103,8 +103,12 @@ impl Operations for NvmeOps {
         drop(rq);
         let rq = id;
         ctrl.queues.finish_deferred();
-        if ctrl.state() == Ok(CtrlState::Resetting) {
-            // The reset requeues the request if the controller still holds it.
+        if matches!(
+            ctrl.state(),
+            Ok(CtrlState::Resetting | CtrlState::Suspended)
+        ) {
+            // The reset (or the suspend) requeues the request if the controller still holds
+            // it.
             return TimeoutReturn::ResetTimer;
         }
         if let Some(queue) = ctrl.queues.find(rq).map(|at| at.queue) {
@@ -221,6 +225,11 @@ pub(crate) struct Namespaces {
 }
 
 impl Namespaces {
+    /// The tag set all disks of the controller share.
+    pub(crate) fn tagset(&self) -> &Arc<TagSet<NvmeOps>> {
+        &self.tagset
+    }
+
     pub(crate) fn new(
         passthru: Arc<Passthru>,
         info: CtrlInfo,
@@ -370,14 +379,16 @@ impl Namespaces {
         let info = &self.info;
         let block = 1u32 << f.lba_shift;
         let sectors = f.sectors();
-        let max_sectors = u32::try_from(info.max_bytes >> SECTOR_SHIFT)?;
+        let transfer = &info.transfer;
+        let max_sectors = u32::try_from(transfer.max_bytes >> SECTOR_SHIFT)?;
         let mut builder = GenDiskBuilder::new()
             .capacity_sectors(sectors)
             .logical_block_size(block)?
             .physical_block_size(block)?
             .max_hw_sectors(max_sectors)
-            .max_segments(MAX_SEGMENTS as u16)
-            .virt_boundary_mask(PAGE_SIZE - 1)?
+            .max_segments(u16::try_from(transfer.max_segments())?)
+            .max_segment_size(u32::MAX)?
+            .virt_boundary_mask(transfer.virt_boundary_mask())?
             .dma_alignment(DMA_ALIGNMENT_MASK)?
             .rq_timeout(self.io_timeout)
             .parent(&self.parent);

@@ -4,10 +4,8 @@
 
 use kernel::{page::PAGE_SIZE, prelude::*};
 
-/// PRP list entries per command slot: the largest request is this many pages.
-pub(crate) const PRP_LIST_ENTRIES: usize = 64;
-/// Largest number of single-page segments in a request: one for PRP1, the rest in the list.
-pub(crate) const MAX_SEGMENTS: usize = PRP_LIST_ENTRIES + 1;
+/// PRP list entries per command slot: a list of one page, in the slot's list area.
+pub(crate) const PRP_LIST_ENTRIES: usize = PAGE_SIZE / size_of::<u64>();
 
 /// How a transfer is described to the device.
 #[derive(Debug, PartialEq, Eq)]
@@ -20,18 +18,21 @@ pub(crate) struct Prps {
 }
 
 /// Build the PRPs of a transfer made of `segs` (bus address, length), writing list entries
-/// into `list`. `list_addr` is the bus address of `list`.
+/// with `put` (index, entry); there is room for `max` of them, at bus address `list_addr`.
 ///
 /// Pieces that continue each other physically (the block layer merges such bio vectors into
 /// one segment) are joined; otherwise a piece must start on a page and the previous one end on
-/// one, which the queue's virtual boundary limit guarantees.
+/// one (`EINVAL` if not: the queue's virtual boundary, when it has one, guarantees it; without
+/// one the transfer needs an SGL).
 pub(crate) fn build_prps(
     segs: impl Iterator<Item = (u64, usize)>,
-    list: &mut [u64],
+    mut put: impl FnMut(usize, u64) -> Result,
+    max: usize,
     list_addr: u64,
 ) -> Result<Prps> {
     let page = PAGE_SIZE as u64;
     let mut prp1 = None;
+    let mut second = 0;
     let mut nr_entries = 0;
     let mut end = 0u64;
     for (addr, len) in segs {
@@ -49,7 +50,19 @@ pub(crate) fn build_prps(
         let mut next = addr.next_multiple_of(page);
         while next < addr + len {
             if Some(next) != prp1 {
-                *list.get_mut(nr_entries).ok_or(EINVAL)? = next;
+                if nr_entries == max {
+                    return Err(EINVAL);
+                }
+                // A single entry goes into PRP2 itself: the list is written once a second
+                // entry shows there is one.
+                match nr_entries {
+                    0 => second = next,
+                    1 => {
+                        put(0, second)?;
+                        put(1, next)?;
+                    }
+                    _ => put(nr_entries, next)?,
+                }
                 nr_entries += 1;
             }
             next += page;
@@ -59,7 +72,7 @@ pub(crate) fn build_prps(
     let prp1 = prp1.ok_or(EINVAL)?;
     let prp2 = match nr_entries {
         0 => 0,
-        1 => list.first().copied().ok_or(EINVAL)?,
+        1 => second,
         _ => list_addr,
     };
     Ok(Prps {
@@ -72,6 +85,24 @@ pub(crate) fn build_prps(
 #[kunit_tests(rust_nvme_mq_prp)]
 mod tests {
     use super::*;
+
+    /// `build_prps` with the list entries written into `list`.
+    fn build_prps(
+        segs: impl Iterator<Item = (u64, usize)>,
+        list: &mut [u64],
+        list_addr: u64,
+    ) -> Result<Prps> {
+        let max = list.len();
+        super::build_prps(
+            segs,
+            |i, entry| {
+                *list.get_mut(i).ok_or(ENOSPC)? = entry;
+                Ok(())
+            },
+            max,
+            list_addr,
+        )
+    }
 
     const PAGE: u64 = PAGE_SIZE as u64;
     const PG: usize = PAGE_SIZE;

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! An I/O submission/completion queue pair: its rings, its command slots (which request holds
-//! which command id, with its DMA mappings and PRP list area), putting a command on the ring,
+//! which command id, with its DMA mappings and list area), putting a command on the ring,
 //! and reaping completions (from the interrupt handler, polling, a hotplug drain or a reset).
 //! Which queue a request goes to is decided by the queue set (`queueset.rs`); what command a
 //! request becomes, by `request.rs`.
 
 use crate::{
     cmd::{self, Sqe},
-    prp::{MAX_SEGMENTS, PRP_LIST_ENTRIES},
     regs::Regs,
     request::{self, NsAddr, NvmeOps, SlotDma},
+    transfer::{SlotLists, Transfer},
 };
 use kernel::{
     block::mq::{DmaDevice, DmaMapping, Request},
@@ -129,6 +129,8 @@ pub(crate) struct QueueStats {
     pub(crate) hotplug_drained: Atomic<u64>,
     /// Commands sent again after an error the controller lets be retried.
     pub(crate) retried: Atomic<u64>,
+    /// Commands whose data was described by an SGL (the others: PRPs or none).
+    pub(crate) sgl: Atomic<u64>,
 }
 
 impl QueueStats {
@@ -145,6 +147,7 @@ impl QueueStats {
             polled: Atomic::new(0),
             hotplug_drained: Atomic::new(0),
             retried: Atomic::new(0),
+            sgl: Atomic::new(0),
         }
     }
 }
@@ -250,11 +253,11 @@ struct Slot {
 }
 
 impl Slot {
-    /// A free slot, with room for the mappings of the largest request.
-    fn new(dev: &device::Device<Bound>) -> Result<Self> {
+    /// A free slot, with room for the mappings of a request of `max_segments` segments.
+    fn new(dev: &device::Device<Bound>, max_segments: usize) -> Result<Self> {
         Ok(Self {
             rq: None,
-            maps: DmaMapping::new(dev, MAX_SEGMENTS)?,
+            maps: DmaMapping::new(dev, max_segments)?,
             aborted: false,
             lent: false,
             sqe: Sqe::default(),
@@ -312,8 +315,8 @@ enum Deferred {
 
 impl QueueState {
     /// The state of an empty queue pair of `depth` entries: `depth - 1` free slots, whose
-    /// data mappings are for `dev`.
-    fn new(dev: &device::Device<Bound>, depth: u16) -> Result<Self> {
+    /// data mappings are for `dev`, with room for `max_segments` segments.
+    fn new(dev: &device::Device<Bound>, depth: u16, max_segments: usize) -> Result<Self> {
         let n = usize::from(depth);
         let mut free = KVec::with_capacity(n - 1, GFP_KERNEL)?;
         // Pop order: low command ids first.
@@ -322,7 +325,7 @@ impl QueueState {
         }
         let mut slots = KVec::with_capacity(n - 1, GFP_KERNEL)?;
         for _ in 0..n - 1 {
-            slots.push(Slot::new(dev)?, GFP_KERNEL)?;
+            slots.push(Slot::new(dev, max_segments)?, GFP_KERNEL)?;
         }
         Ok(Self {
             sq_tail: 0,
@@ -428,8 +431,10 @@ pub(crate) struct IoQueue {
     dev: DmaDevice,
     sq: Coherent<[u8]>,
     cq: Coherent<[u8]>,
-    /// `PRP_LIST_ENTRIES` per slot: the PRP list, or the range of a Dataset Management.
-    prps: Coherent<[u64]>,
+    /// The list area of each slot.
+    lists: SlotLists,
+    /// How the controller takes data.
+    transfer: Transfer,
     #[pin]
     state: SpinLockIrq<QueueState>,
     pub(crate) stats: QueueStats,
@@ -444,12 +449,13 @@ impl IoQueue {
         regs: Arc<Regs>,
         qid: u16,
         depth: u16,
+        transfer: Transfer,
     ) -> Result<Arc<Self>> {
         let n = usize::from(depth);
-        let state = QueueState::new(dev, depth)?;
+        let state = QueueState::new(dev, depth, transfer.max_segments())?;
         let sq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<Sqe>(), GFP_KERNEL)?;
         let cq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<cmd::Cqe>(), GFP_KERNEL)?;
-        let prps = Coherent::<u64>::zeroed_slice(dev, (n - 1) * PRP_LIST_ENTRIES, GFP_KERNEL)?;
+        let lists = SlotLists::new(dev, n - 1)?;
         let dev = DmaDevice::new(dev)?;
         Arc::pin_init(
             try_pin_init!(Self {
@@ -459,7 +465,8 @@ impl IoQueue {
                 dev,
                 sq,
                 cq,
-                prps,
+                lists,
+                transfer,
                 state <- new_spinlock_irq!(state),
                 stats: QueueStats::new(),
                 inject: Inject::new(),
@@ -534,16 +541,18 @@ impl IoQueue {
             Ok(cid) => cid,
             Err(refusal) => return Err(refusal.give_back(rq)),
         };
+        let Ok(list) = self.lists.area(cid) else {
+            st.release(cid);
+            return Err(SubmitError::Failed(rq, EIO));
+        };
         let Some(slot) = st.slots.get_mut(usize::from(cid)) else {
             return Err(SubmitError::Failed(rq, EIO));
         };
-        let list_index = usize::from(cid) * PRP_LIST_ENTRIES;
         let dma = SlotDma {
             dev: &self.dev,
             maps: &mut slot.maps,
-            lists: &self.prps,
-            list_index,
-            list_addr: self.prps.dma_address() + (list_index * size_of::<u64>()) as u64,
+            list,
+            transfer: &self.transfer,
         };
         let mut sqe = match request::command(ns, &rq, dma) {
             Ok(sqe) => sqe,
@@ -555,6 +564,9 @@ impl IoQueue {
             }
         };
         sqe.set_cid(cid);
+        if sqe.uses_sgl() {
+            self.stats.sgl.add(1, Relaxed);
+        }
         slot.hold(rq, sqe);
         st.occupy(cid, origin);
         self.stats.submitted.add(1, Relaxed);

@@ -395,7 +395,7 @@ impl QueueSet {
 }
 
 /// The column names of [`Counters`].
-pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained retried";
+pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained retried sgl";
 
 /// The counters of a queue as one line of numbers (debugfs, and the kernel log at removal),
 /// in the order of [`COUNTER_COLUMNS`].
@@ -416,7 +416,7 @@ impl kernel::fmt::Display for Counters<'_> {
         } = q.occupancy();
         write!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             q.qid,
             s.submitted.load(Relaxed),
             s.completed.load(Relaxed),
@@ -433,7 +433,8 @@ impl kernel::fmt::Display for Counters<'_> {
             u8::from(self.poll),
             s.polled.load(Relaxed),
             s.hotplug_drained.load(Relaxed),
-            s.retried.load(Relaxed)
+            s.retried.load(Relaxed),
+            s.sgl.load(Relaxed)
         )
     }
 }

@@ -8,14 +8,14 @@
 use crate::{
     cmd::{self, Sqe},
     prp::{build_prps, PRP_LIST_ENTRIES},
+    sgl::build_sgl,
+    transfer::{ListArea, Transfer, MAX_SEGMENTS},
 };
 use kernel::{
     block::{
         mq::{Command, DmaDevice, DmaMapping, Request},
         SECTOR_SHIFT,
     },
-    dma::Coherent,
-    io::io_write,
     prelude::*,
     sync::atomic::{Atomic, Relaxed},
 };
@@ -72,16 +72,14 @@ impl NsShape {
 }
 
 /// What a command slot lends the command built into it: the slot's data mappings and its
-/// area of the queue's PRP lists (also the range of a Dataset Management).
+/// list area (a PRP list, an SGL segment or the range of a Dataset Management).
 pub(crate) struct SlotDma<'a> {
     /// The device the data is mapped for.
     pub(crate) dev: &'a DmaDevice,
     pub(crate) maps: &'a mut DmaMapping<NvmeOps>,
-    /// The PRP lists of all slots of the queue.
-    pub(crate) lists: &'a Coherent<[u64]>,
-    /// The slot's first entry in `lists`, and its bus address.
-    pub(crate) list_index: usize,
-    pub(crate) list_addr: u64,
+    pub(crate) list: ListArea<'a>,
+    /// How the controller takes data.
+    pub(crate) transfer: &'a Transfer,
 }
 
 /// The command for `rq` on namespace `ns`, mapping its data into the slot's mappings (undone
@@ -117,30 +115,37 @@ pub(crate) fn command(ns: NsAddr, rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> R
 /// A Dataset Management (deallocate) of `blocks` blocks from `lba`: one range, written into
 /// the slot's list area.
 fn discard(nsid: u32, slot: &SlotDma<'_>, lba: u64, blocks: u32) -> Result<Sqe> {
-    let index = slot.list_index;
     // Context attributes and length in blocks, then the starting LBA.
-    io_write!(slot.lists, [try: index], u64::from(blocks) << 32);
-    io_write!(slot.lists, [try: index + 1], lba);
+    slot.list.write(0, u64::from(blocks) << 32)?;
+    slot.list.write(1, lba)?;
     Ok(Sqe::new(cmd::NVM_DSM, nsid)
-        .prps(slot.list_addr, 0)
+        .prps(slot.list.addr, 0)
         .cdw10(0)
         .cdw11(cmd::DSM_DEALLOCATE))
 }
 
 /// `sqe`, a read or write of `rq`, with the data of `rq` mapped for DMA and described by
-/// PRPs. The block layer maps physically contiguous pieces together (behind an IOMMU, the
-/// whole request as one range), as PRPs need. The mapping fails once the controller has
-/// started to unbind.
+/// PRPs or an SGL (see `transfer.rs`). The block layer maps physically contiguous pieces
+/// together (behind an IOMMU, the whole request as one range). The mapping fails once the
+/// controller has started to unbind.
 fn read_write(rq: &Request<NvmeOps>, sqe: Sqe, slot: SlotDma<'_>) -> Result<Sqe> {
     slot.dev.map(slot.maps, rq).map_err(|_| EIO)?;
-    let mut list = [0u64; PRP_LIST_ENTRIES];
-    let prps = build_prps(slot.maps.segments(), &mut list, slot.list_addr)?;
-    if prps.nr_entries > 1 {
-        for (i, entry) in list.iter().take(prps.nr_entries).enumerate() {
-            io_write!(slot.lists, [try: slot.list_index + i], *entry);
+    let list = &slot.list;
+    let maps = &*slot.maps;
+    if !slot
+        .transfer
+        .prefers_sgl(rq.bytes() as usize, maps.segments().count())
+    {
+        let put = |i, entry| list.write(i, entry);
+        match build_prps(maps.segments(), put, PRP_LIST_ENTRIES, list.addr) {
+            Ok(prps) => return Ok(sqe.prps(prps.prp1, prps.prp2)),
+            // Segments that do not meet at page boundaries: only an SGL describes them.
+            Err(_) if slot.transfer.sgl => {}
+            Err(e) => return Err(e),
         }
     }
-    Ok(sqe.prps(prps.prp1, prps.prp2))
+    let put = |i, desc| list.write_desc(i, desc);
+    Ok(sqe.sgl(build_sgl(maps.segments(), put, MAX_SEGMENTS, list.addr)?))
 }
 
 /// The command of a passthrough I/O request (a driver-private request made by the I/O

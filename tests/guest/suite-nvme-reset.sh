@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# rust_nvme_mq controller resets and direct I/O limits, on QEMU's NVMe (256 MiB image, serial
-# rblk0001): boot with --smp 4. Every test loads the driver itself and leaves it unloaded.
+# rust_nvme_mq controller resets, suspend/resume and direct I/O limits (SGLs), on QEMU's NVMe
+# (256 MiB image, serial rblk0001): boot with --smp 4. Every test loads the driver itself and
+# leaves it unloaded.
 #   bash /tests/suite-nvme-reset.sh        run every test
 #   bash /tests/suite-nvme-reset.sh --help
 # (No `set -e` here: `t` runs each test in a subshell with `set -euo pipefail` and reports it.)
@@ -27,7 +28,7 @@ pci_bit_set() { set_pci_cmd $(($(pci_cmd) | $1)); }
 # queue_limits DISK: the limits direct I/O depends on.
 queue_limits() {
     local f
-    for f in dma_alignment virt_boundary_mask max_segments max_hw_sectors_kb; do
+    for f in dma_alignment virt_boundary_mask max_segments max_hw_sectors_kb max_segment_size; do
         echo "$f=$(cat /sys/block/$1/queue/$f)"
     done
 }
@@ -35,21 +36,54 @@ queue_limits() {
 load_c_nvme() { modprobe nvme; wait_dev /dev/nvme0n1; }
 unload_c_nvme() { unload_module nvme; unload_module nvme_core 2>/dev/null || true; }
 
-# Limits like the C driver's PRP path: PRP entries need dword alignment, and every entry but
-# the first is a whole page (the 4 KiB virtual boundary); segments and transfer size come from
-# MDTS capped by the driver's 64-entry PRP list.
+# Limits like the C driver's on the same controller, which takes SGLs: no virtual boundary
+# (segments of any length at any dword), transfers up to MDTS (QEMU: 7, 512 KiB), one segment
+# per page of that plus one, segments of any size. With sgl_threshold=0 SGLs are still used for
+# what PRPs cannot describe, so the limits stay.
 test_nvme_reset_queue_limits_like_c() {
     load_nvme
     queue_limits rnvme0n1 | tee /tmp/ours
     unload_nvme
+    load_nvme sgl_threshold=0
+    queue_limits rnvme0n1 >/tmp/ours-0
+    unload_nvme
     load_c_nvme
     queue_limits nvme0n1 | tee /tmp/c
     unload_c_nvme
-    expect_eq "dma_alignment (C driver: $(grep dma_ /tmp/c))" "$(grep dma_ /tmp/ours)" dma_alignment=3
-    expect_eq "dma_alignment like the C driver" "$(grep dma_ /tmp/ours)" "$(grep dma_ /tmp/c)"
-    expect_eq virt_boundary_mask "$(grep virt_ /tmp/ours)" virt_boundary_mask=4095
-    expect_eq max_segments "$(grep max_segments /tmp/ours)" max_segments=65
-    expect_eq max_hw_sectors_kb "$(grep max_hw /tmp/ours)" max_hw_sectors_kb=256
+    local f
+    for f in dma_alignment virt_boundary_mask max_segments max_hw_sectors_kb max_segment_size; do
+        expect_eq "$f like the C driver" "$(grep "^$f=" /tmp/ours)" "$(grep "^$f=" /tmp/c)"
+        expect_eq "$f with sgl_threshold=0" "$(grep "^$f=" /tmp/ours-0)" "$(grep "^$f=" /tmp/ours)"
+    done
+    expect_eq "virt_boundary_mask (C: $(grep virt_ /tmp/c))" "$(grep virt_ /tmp/ours)" virt_boundary_mask=0
+    expect_eq "max_hw_sectors_kb (C: $(grep max_hw /tmp/c))" "$(grep max_hw /tmp/ours)" max_hw_sectors_kb=512
+}
+
+# sgl_count: commands whose data went as an SGL, all queues.
+sgl_count() { sum_col sgl; }
+# disk_rw: reads and writes the block layer completed on rnvme0n1, and their sectors.
+disk_rw() { awk '{ print $1, $3, $5, $7 }' /sys/block/rnvme0n1/stat; }
+
+# A transfer up to MDTS goes out as one command: 512 KiB read and written with O_DIRECT is one
+# request of 1024 sectors each way, PRPs below the threshold (4 KiB pages, 128 segments);
+# with sgl_threshold=4096, the same request goes as an SGL.
+test_nvme_reset_mdts_unsplit() {
+    local before after
+    load_nvme
+    before=($(disk_rw)) sgl=$(sgl_count)
+    dd if=$DEV of=/dev/null bs=512k count=1 iflag=direct status=none
+    dd if=/dev/zero of=$DEV bs=512k count=1 seek=3 oflag=direct status=none
+    after=($(disk_rw))
+    expect_eq "reads for one 512 KiB read" $((after[0] - before[0])) 1
+    expect_eq "sectors read" $((after[1] - before[1])) 1024
+    expect_eq "writes for one 512 KiB write" $((after[2] - before[2])) 1
+    expect_eq "sectors written" $((after[3] - before[3])) 1024
+    expect_eq "SGL commands (4 KiB segments, threshold 32 KiB)" $(($(sgl_count) - sgl)) 0
+    unload_nvme
+    load_nvme sgl_threshold=4096
+    dd if=$DEV of=/dev/null bs=512k count=1 iflag=direct status=none
+    expect_eq "SGL commands with sgl_threshold=4096" "$(sgl_count)" 1
+    unload_nvme
 }
 
 # odd_dio DEV MISALIGN NVEC: O_DIRECT pwritev/preadv of NVEC x 512-byte vectors, each at
@@ -67,10 +101,22 @@ check_odd_dio() {
     expect_eq "$dev: 320 x 512 bytes page aligned" "$out" ok
 }
 
+# Buffers C's SGL path accepts (vectors at a dword offset, not page-sized) are taken in few
+# requests, as SGLs, and read back: 320 vectors of 512 bytes, each at offset 4 of its own page,
+# are 3 requests each way (129 segments at most), where PRPs (a page boundary) needed 320.
 test_nvme_reset_odd_direct_io() {
+    local before after
     load_nvme
+    before=($(disk_rw)) sgl=$(sgl_count)
+    out=$($TOOLS/odd_dio "$DEV" 4 320) || true
+    expect_eq "$DEV: 320 x 512 bytes at page offset 4" "$out" ok
+    after=($(disk_rw))
+    expect_eq "write requests for 320 odd vectors" $((after[2] - before[2])) 3
+    expect_eq "read requests for 320 odd vectors" $((after[0] - before[0])) 3
+    expect_eq "SGL commands" $(($(sgl_count) - sgl)) 6
     check_odd_dio $DEV
     fio_verify $DEV --size=16m
+    fio_verify $DEV --size=16m --bs=64k --iomem_align=4
     unload_nvme
     load_c_nvme
     check_odd_dio /dev/nvme0n1
@@ -114,6 +160,41 @@ fault_during_fio() {
     wait $FIO_PID || { cat /tmp/$name.out; fail "fio saw errors"; }
     dmesg | grep -E "rnvme0:" | tail -n 8
     dmesg | grep -q "rnvme0: controller reset done" || fail "no controller reset"
+}
+
+# System sleep while fio writes and verifies, through /sys/power/pm_test (the PM core runs the
+# device callbacks, then waits pm_test_delay seconds instead of sleeping): "devices" stops after
+# the devices' suspend callbacks, "platform" goes on through the late and noirq phases; the
+# state is "freeze" (suspend to idle). Each cycle must shut the controller down (suspend) and
+# bring it back (resume: a reset), and fio must finish with no error and its data verified,
+# every command completed.
+test_nvme_reset_suspend_resume() {
+    local level n=0
+    [[ -e /sys/power/pm_test ]] || fail "no /sys/power/pm_test (the kernel needs CONFIG_PM_DEBUG)"
+    grep -qw freeze /sys/power/state || fail "no freeze in /sys/power/state: $(cat /sys/power/state)"
+    echo 1 >/sys/module/suspend/parameters/pm_test_delay
+    dmesg -c >/dev/null
+    load_nvme
+    fio_bg suspend --loops=2
+    for level in devices platform devices platform; do
+        sleep 2
+        kill -0 $FIO_PID 2>/dev/null || fail "fio ended before cycle $((n + 1))"
+        echo $level >/sys/power/pm_test
+        echo freeze >/sys/power/state || fail "suspend cycle $((n + 1)) ($level) failed"
+        n=$((n + 1))
+    done
+    echo none >/sys/power/pm_test
+    wait_exit $FIO_PID 600 || fail "fio did not finish"
+    wait $FIO_PID || { cat /tmp/suspend.out; fail "fio saw errors"; }
+    dmesg | grep -E "rnvme0:|PM: " | tail -n 12
+    expect_eq "suspends of rnvme0" "$(dmesg | grep -c 'rnvme0: suspended, ')" $n
+    expect_eq "resumes of rnvme0" "$(dmesg | grep -c 'rnvme0: resuming')" $n
+    expect_eq "controller resets after resume" "$(dmesg | grep -c 'rnvme0: controller reset done')" $n
+    ! dmesg | grep -iE "I/O error|rnvme0:.*(fail|timed out)" || fail "errors in the kernel log"
+    cat "$STATS"
+    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    expect_eq "in flight in the block layer" "$(awk '{ print $1 + $2 }' /sys/block/rnvme0n1/inflight)" 0
+    unload_nvme
 }
 
 # Bus mastering off and back on a second later: every submitted command completes.
@@ -176,6 +257,8 @@ test_nvme_reset_dead_controller_removed() {
 
 t nvme_reset_queue_limits_like_c
 t nvme_reset_odd_direct_io
+t nvme_reset_mdts_unsplit
+t nvme_reset_suspend_resume
 t nvme_reset_bus_master_off_then_on
 t nvme_reset_bus_master_left_off
 t nvme_reset_memory_space_left_off

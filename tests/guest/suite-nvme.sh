@@ -15,7 +15,7 @@ test_nvme_probe_identify() {
     expect_eq "logical block size" "$(cat /sys/block/rnvme0n1/queue/logical_block_size)" 512
     expect_eq "blk-mq contexts (one per CPU)" "$(ls /sys/block/rnvme0n1/mq | wc -l)" "$NCPU"
     expect_eq "I/O queues (min(CPUs, max_ioqpairs=4))" "$(grep -cE '^[0-9]' "$STATS")" $((NCPU < 4 ? NCPU : 4))
-    expect_eq "max transfer KiB" "$(cat /sys/block/rnvme0n1/queue/max_hw_sectors_kb)" 256
+    expect_eq "max transfer KiB (MDTS 7)" "$(cat /sys/block/rnvme0n1/queue/max_hw_sectors_kb)" 512
     [[ $(cat /sys/block/rnvme0n1/queue/discard_max_hw_bytes) -gt 0 ]] || fail "no discard"
     [[ $(cat /sys/block/rnvme0n1/queue/write_zeroes_max_bytes) -gt 0 ]] || fail "no write zeroes"
     grep -q "write back" /sys/block/rnvme0n1/queue/write_cache || fail "no volatile write cache"
