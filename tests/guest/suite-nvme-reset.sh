@@ -64,61 +64,68 @@ sgl_count() { sum_col sgl; }
 # disk_rw: reads and writes the block layer completed on rnvme0n1, and their sectors.
 disk_rw() { awk '{ print $1, $3, $5, $7 }' /sys/block/rnvme0n1/stat; }
 
-# A transfer up to MDTS goes out as one command: 512 KiB read and written with O_DIRECT is one
-# request of 1024 sectors each way, PRPs below the threshold (4 KiB pages, 128 segments);
-# with sgl_threshold=4096, the same request goes as an SGL.
-test_nvme_reset_mdts_unsplit() {
-    local before after
-    load_nvme
-    before=($(disk_rw)) sgl=$(sgl_count)
+# big_rw: read and write 512 KiB (MDTS) with O_DIRECT, page-aligned buffers; print the reads and
+# writes the block layer completed for it, their sectors, and the SGL commands among them.
+big_rw() {
+    local before after sgl=$(sgl_count)
+    before=($(disk_rw))
     dd if=$DEV of=/dev/null bs=512k count=1 iflag=direct status=none
     dd if=/dev/zero of=$DEV bs=512k count=1 seek=3 oflag=direct status=none
     after=($(disk_rw))
-    expect_eq "reads for one 512 KiB read" $((after[0] - before[0])) 1
-    expect_eq "sectors read" $((after[1] - before[1])) 1024
-    expect_eq "writes for one 512 KiB write" $((after[2] - before[2])) 1
-    expect_eq "sectors written" $((after[3] - before[3])) 1024
-    expect_eq "SGL commands (4 KiB segments, threshold 32 KiB)" $(($(sgl_count) - sgl)) 0
+    echo "$((after[0] - before[0])) $((after[1] - before[1])) $((after[2] - before[2]))" \
+        "$((after[3] - before[3])) $(($(sgl_count) - sgl))"
+}
+
+# A transfer up to MDTS goes out as one command: a 512 KiB O_DIRECT read and write are one
+# request of 1024 sectors each. Which description it gets follows sgl_threshold: with 0, PRPs
+# (the page-aligned buffer has no gaps); with 4096, SGLs (its segments average 4 KiB or more).
+test_nvme_reset_mdts_unsplit() {
+    local out
+    load_nvme
+    out=($(big_rw))
+    expect_eq "reads, sectors, writes, sectors for a 512 KiB read and write" "${out[*]:0:4}" "1 1024 1 1024"
+    unload_nvme
+    load_nvme sgl_threshold=0
+    out=($(big_rw))
+    expect_eq "with sgl_threshold=0: requests and sectors" "${out[*]:0:4}" "1 1024 1 1024"
+    expect_eq "with sgl_threshold=0: SGL commands" "${out[4]}" 0
     unload_nvme
     load_nvme sgl_threshold=4096
-    dd if=$DEV of=/dev/null bs=512k count=1 iflag=direct status=none
-    expect_eq "SGL commands with sgl_threshold=4096" "$(sgl_count)" 1
+    out=($(big_rw))
+    expect_eq "with sgl_threshold=4096: requests and sectors" "${out[*]:0:4}" "1 1024 1 1024"
+    expect_eq "with sgl_threshold=4096: SGL commands" "${out[4]}" 2
     unload_nvme
 }
 
-# odd_dio DEV MISALIGN NVEC: O_DIRECT pwritev/preadv of NVEC x 512-byte vectors, each at
-# MISALIGN bytes into its own page. dma_alignment 3: dword-aligned buffers work and the data
-# reads back; 2-byte-aligned ones are refused with EINVAL and nothing else happens.
-check_odd_dio() {
-    local dev=$1 out
-    out=$($TOOLS/odd_dio "$dev" 4 320) || true
-    expect_eq "$dev: 320 x 512 bytes at page offset 4" "$out" ok
-    out=$($TOOLS/odd_dio "$dev" 516 7) || true
-    expect_eq "$dev: 7 x 512 bytes at page offset 516" "$out" ok
-    out=$($TOOLS/odd_dio "$dev" 2 320) || true
-    expect_eq "$dev: 320 x 512 bytes at page offset 2 (below dma_alignment)" "$out" "write EINVAL"
-    out=$($TOOLS/odd_dio "$dev" 0 320) || true
-    expect_eq "$dev: 320 x 512 bytes page aligned" "$out" ok
+# odd_requests DISK: write and read back 320 vectors of 512 bytes, each at offset 4 of its own
+# page (odd_dio); print the write and read requests the block layer completed on DISK for it.
+odd_requests() {
+    local disk=$1 before after out
+    before=($(awk '{ print $1, $5 }' /sys/block/$disk/stat))
+    out=$($TOOLS/odd_dio /dev/$disk 4 320) || true
+    expect_eq "/dev/$disk: 320 x 512 bytes at page offset 4" "$out" ok
+    after=($(awk '{ print $1, $5 }' /sys/block/$disk/stat))
+    echo "$((after[1] - before[1])) $((after[0] - before[0]))"
 }
 
-# Buffers C's SGL path accepts (vectors at a dword offset, not page-sized) are taken in few
-# requests, as SGLs, and read back: 320 vectors of 512 bytes, each at offset 4 of its own page,
-# are 3 requests each way (129 segments at most), where PRPs (a page boundary) needed 320.
+# Buffers C's SGL path accepts (vectors at a dword offset, not page-sized) are taken in as few
+# requests as C takes them, as SGLs, and read back: 320 vectors of 512 bytes, each at offset 4
+# of its own page, are 3 requests each way (at most 129 segments each), where PRPs (a page
+# boundary) needed 320.
 test_nvme_reset_odd_direct_io() {
-    local before after
+    local ours c sgl
     load_nvme
-    before=($(disk_rw)) sgl=$(sgl_count)
-    out=$($TOOLS/odd_dio "$DEV" 4 320) || true
-    expect_eq "$DEV: 320 x 512 bytes at page offset 4" "$out" ok
-    after=($(disk_rw))
-    expect_eq "write requests for 320 odd vectors" $((after[2] - before[2])) 3
-    expect_eq "read requests for 320 odd vectors" $((after[0] - before[0])) 3
+    sgl=$(sgl_count)
+    ours=$(odd_requests rnvme0n1)
+    expect_eq "write and read requests for 320 odd vectors" "$ours" "3 3"
     expect_eq "SGL commands" $(($(sgl_count) - sgl)) 6
     check_odd_dio $DEV
     fio_verify $DEV --size=16m
     fio_verify $DEV --size=16m --bs=64k --iomem_align=4
     unload_nvme
     load_c_nvme
+    c=$(odd_requests nvme0n1)
+    expect_eq "requests like the C driver's" "$ours" "$c"
     check_odd_dio /dev/nvme0n1
     unload_c_nvme
 }
@@ -175,7 +182,7 @@ test_nvme_reset_suspend_resume() {
     echo 1 >/sys/module/suspend/parameters/pm_test_delay
     dmesg -c >/dev/null
     load_nvme
-    fio_bg suspend --loops=2
+    fio_bg suspend --loops=6
     for level in devices platform devices platform; do
         sleep 2
         kill -0 $FIO_PID 2>/dev/null || fail "fio ended before cycle $((n + 1))"
