@@ -625,7 +625,7 @@ impl NvmeDevice {
             admin_work.clone(),
         )?;
         announce(pdev, &regs, &ctrl, &info);
-        let passthru = ioctl::Passthru::new(ctrl.clone(), dev)?;
+        let passthru = ioctl::Passthru::new(ctrl.clone(), info.transfer.sgl, dev)?;
         let namespaces = Namespaces::new(passthru, info, params.io_timeout, dev, build_disk)?;
         let namespaces = Arc::new(namespaces, GFP_KERNEL)?;
         let chardev = chardev::register(namespaces.clone(), dev)?;

@@ -5,10 +5,14 @@
 //!
 //! Admin commands run on the driver's admin queue, I/O commands as driver-private requests on
 //! the queue of the disk they are for (`request.rs` reads the command as built here, and keeps
-//! the completion's status and result in the request for the ioctl). Their data goes through a
-//! bounce buffer allocated at probe (DMA coherent, described by PRP1/PRP2 or a PRP list):
-//! zeroed before every command, so what the controller did not write comes back as zeroes.
-//! One passthrough command runs at a time per controller. `NVME_IOCTL_RESCAN` is the
+//! the completion's status and result in the request for the ioctl). The data of admin
+//! commands and of `NVME_IOCTL_IO_CMD`/`NVME_IOCTL_IO64_CMD` goes through a bounce buffer
+//! allocated at probe (DMA coherent, described by PRP1/PRP2 or a PRP list): zeroed before
+//! every command, so what the controller did not write comes back as zeroes; one such command
+//! runs at a time per controller. `NVME_IOCTL_SUBMIT_IO` and `NVME_IOCTL_IO64_CMD_VEC` map
+//! the user's memory into the request instead (`GenDisk::execute_driver_cmd_user`: pinned, or
+//! copied by the block layer where it does not meet the queue's limits), described by an SGL
+//! where the controller takes them, and run side by side. `NVME_IOCTL_RESCAN` is the
 //! character device's (`chardev.rs`, `rescan.rs`).
 
 use crate::{
@@ -16,12 +20,12 @@ use crate::{
     ctrl::{Ctrl, CtrlState, NsDisk, Revalidated},
 };
 use kernel::{
-    block::mq::DRIVER_CMD_SIZE,
+    block::mq::{gen_disk::UserData, DRIVER_CMD_SIZE},
     cred::{capable, Capability},
     device::{Bound, Device},
     dma::Coherent,
     io::{io_project, Io},
-    ioctl::{_IO, _IOWR},
+    ioctl::{_IO, _IOW, _IOWR},
     page::PAGE_SIZE,
     prelude::*,
     sync::{aref::ARef, new_mutex, Arc, Mutex},
@@ -57,14 +61,35 @@ struct PassthruCmd64 {
     result: u64,
 }
 
+/// `struct nvme_user_io` (`NVME_IOCTL_SUBMIT_IO`): a read, write or compare of the namespace.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes)]
+struct UserIo {
+    opcode: u8,
+    flags: u8,
+    control: u16,
+    /// Blocks, less one.
+    nblocks: u16,
+    rsvd: u16,
+    metadata: u64,
+    addr: u64,
+    slba: u64,
+    dsmgmt: u32,
+    reftag: u32,
+    apptag: u16,
+    appmask: u16,
+}
+
 const IOCTL_TYPE: u32 = b'N' as u32;
 const NVME_IOCTL_ID: u32 = _IO(IOCTL_TYPE, 0x40);
 const NVME_IOCTL_ADMIN_CMD: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x41);
+const NVME_IOCTL_SUBMIT_IO: u32 = _IOW::<UserIo>(IOCTL_TYPE, 0x42);
 const NVME_IOCTL_IO_CMD: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x43);
 const NVME_IOCTL_RESET: u32 = _IO(IOCTL_TYPE, 0x44);
 pub(crate) const NVME_IOCTL_RESCAN: u32 = _IO(IOCTL_TYPE, 0x46);
 const NVME_IOCTL_ADMIN64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x47);
 const NVME_IOCTL_IO64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x48);
+const NVME_IOCTL_IO64_CMD_VEC: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x49);
 
 /// Which of the two passthrough structures an ioctl passes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -138,6 +163,8 @@ impl Bounce {
 #[pin_data]
 pub(crate) struct Passthru {
     pub(crate) ctrl: Arc<Ctrl>,
+    /// The controller takes SGLs for I/O commands.
+    sgl: bool,
     /// The PCI function, for messages.
     parent: ARef<Device>,
     #[pin]
@@ -145,11 +172,13 @@ pub(crate) struct Passthru {
 }
 
 impl Passthru {
-    pub(crate) fn new(ctrl: Arc<Ctrl>, dev: &Device<Bound>) -> Result<Arc<Self>> {
+    /// The passthrough of `ctrl`; `sgl`: the controller takes SGLs for I/O commands.
+    pub(crate) fn new(ctrl: Arc<Ctrl>, sgl: bool, dev: &Device<Bound>) -> Result<Arc<Self>> {
         let bounce = Bounce::new(dev)?;
         Arc::pin_init(
             pin_init!(Self {
                 ctrl,
+                sgl,
                 parent: dev.as_ref().into(),
                 bounce <- new_mutex!(bounce),
             }),
@@ -193,6 +222,8 @@ impl Passthru {
             NVME_IOCTL_ID => Ok(i32::try_from(nsid)?),
             NVME_IOCTL_IO_CMD => self.io_cmd(Some(nsid), arg, Layout::Cmd),
             NVME_IOCTL_IO64_CMD => self.io_cmd(Some(nsid), arg, Layout::Cmd64),
+            NVME_IOCTL_SUBMIT_IO => self.submit_io(nsid, arg),
+            NVME_IOCTL_IO64_CMD_VEC => self.io_cmd_vec(nsid, arg),
             // Only the admin commands of the controller's ioctls, as in C. Not RESET: it
             // waits for the reset work, which may delete this disk, which waits for this
             // ioctl.
@@ -377,6 +408,90 @@ impl Passthru {
         })?;
         drop(disks);
         write_result(arg, layout, result)?;
+        Ok(status.into())
+    }
+}
+
+impl Passthru {
+    /// Run the command `build` makes for the disk of namespace `nsid` (from its logical block
+    /// size, as a shift), with the user memory it names mapped into its request: to the
+    /// controller if `to_ctrl`. The list of disks stays locked throughout, so no format
+    /// changes the block size in between. Returns the status field and the result.
+    fn run_mapped(
+        &self,
+        nsid: u32,
+        to_ctrl: bool,
+        timeout: Option<Delta>,
+        build: impl FnOnce(u32) -> Result<(Sqe, UserData)>,
+    ) -> Result<(u16, u64)> {
+        let disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
+        let disk = disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?;
+        let (mut sqe, data) = build(disk.shape.addr().lba_shift)?;
+        let bytes = <&[u8; DRIVER_CMD_SIZE]>::try_from(&*sqe.as_mut_bytes()).map_err(|_| EINVAL)?;
+        let (status, result) = disk
+            .disk
+            .execute_driver_cmd_user(to_ctrl, bytes, timeout, data)?;
+        Ok((u16::try_from(status)?, result))
+    }
+
+    /// `NVME_IOCTL_SUBMIT_IO` on the disk of namespace `nsid`, like the C driver's
+    /// `nvme_submit_io()`: a read, write or compare of `nblocks + 1` blocks from `slba`, with
+    /// the user's buffer mapped into the request; returns the NVMe status. No metadata (the
+    /// driver serves no format with metadata, so `metadata` is ignored, as in C). Root only,
+    /// like the other passthrough commands here.
+    fn submit_io(&self, nsid: u32, arg: usize) -> Result<i32> {
+        let mut raw = [0u8; size_of::<UserIo>()];
+        UserSlice::new(UserPtr::from_addr(arg), raw.len())
+            .reader()
+            .read_slice(&mut raw)?;
+        let io = UserIo::read_from_bytes(&raw).map_err(|_| EINVAL)?;
+        if io.flags != 0 || !matches!(io.opcode, cmd::NVM_READ | cmd::NVM_WRITE | NVM_COMPARE) {
+            return Err(EINVAL);
+        }
+        if !capable(Capability::SYS_ADMIN) {
+            return Err(EACCES);
+        }
+        let cdw10_15 = [
+            io.slba as u32,
+            (io.slba >> 32) as u32,
+            u32::from(io.nblocks) | u32::from(io.control) << 16,
+            io.dsmgmt,
+            io.reftag,
+            u32::from(io.apptag) | u32::from(io.appmask) << 16,
+        ];
+        let sqe = Sqe::new(io.opcode, nsid).dwords(0, 0, cdw10_15);
+        let addr = UserPtr::from_addr(usize::try_from(io.addr)?);
+        let (status, _) = self.run_mapped(nsid, io.opcode & 1 != 0, None, |lba_shift| {
+            let len = (usize::from(io.nblocks) + 1) << lba_shift;
+            Ok((sqe, UserData::Buffer { addr, len }))
+        })?;
+        Ok(status.into())
+    }
+
+    /// `NVME_IOCTL_IO64_CMD_VEC` on the disk of namespace `nsid`: an I/O command whose data is
+    /// the buffers of `data_len` `struct iovec` at `addr`, mapped into the request. Only on a
+    /// controller that takes SGLs (`EOPNOTSUPP` otherwise): the SGL is what keeps the
+    /// controller to the buffers whatever transfer length the command names (with PRPs the
+    /// length must be checked against the buffers first, which is not done here).
+    fn io_cmd_vec(&self, nsid: u32, arg: usize) -> Result<i32> {
+        let c = read_cmd(arg, Layout::Cmd64)?;
+        if c.flags != 0 || c.metadata_len != 0 || c.metadata != 0 || c.nsid != nsid {
+            return Err(EINVAL);
+        }
+        if !capable(Capability::SYS_ADMIN) {
+            return Err(EACCES);
+        }
+        if !self.sgl {
+            return Err(EOPNOTSUPP);
+        }
+        let sqe = Sqe::new(c.opcode, c.nsid).dwords(c.cdw2, c.cdw3, c.cdw10_15);
+        let timeout = (c.timeout_ms != 0).then(|| Delta::from_millis(c.timeout_ms.into()));
+        let iov = UserPtr::from_addr(usize::try_from(c.addr)?);
+        let count = usize::try_from(c.data_len)?;
+        let data = UserData::Vectors { iov, count };
+        let (status, result) =
+            self.run_mapped(nsid, c.opcode & 1 != 0, timeout, |_| Ok((sqe, data)))?;
+        write_result(arg, Layout::Cmd64, result as u32)?;
         Ok(status.into())
     }
 }

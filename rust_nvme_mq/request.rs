@@ -101,8 +101,8 @@ pub(crate) fn command(ns: NsAddr, rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> R
                 .slba(lba)
                 .cdw12(blocks - 1))
         }
-        // A passthrough command (`NVME_IOCTL_IO_CMD`), built by `ioctl.rs`.
-        Command::Other(_) => return passthrough(rq),
+        // A passthrough command (the I/O passthrough ioctls), built by `ioctl.rs`.
+        Command::Other(_) => return passthrough(rq, slot),
     };
     let mut cdw12 = blocks - 1;
     if rq.is_fua() && command == Command::Write {
@@ -129,13 +129,19 @@ fn discard(nsid: u32, slot: &SlotDma<'_>, lba: u64, blocks: u32) -> Result<Sqe> 
 /// together (behind an IOMMU, the whole request as one range). The mapping fails once the
 /// controller has started to unbind.
 fn read_write(rq: &Request<NvmeOps>, sqe: Sqe, slot: SlotDma<'_>) -> Result<Sqe> {
+    map_data(rq, sqe, slot, false)
+}
+
+/// `sqe` with the data of `rq` mapped for DMA and described by PRPs or an SGL; an SGL
+/// whenever the controller takes them if `user` (user memory of a passthrough command).
+fn map_data(rq: &Request<NvmeOps>, sqe: Sqe, slot: SlotDma<'_>, user: bool) -> Result<Sqe> {
     slot.dev.map(slot.maps, rq).map_err(|_| EIO)?;
     let list = &slot.list;
     let maps = &*slot.maps;
-    if !slot
-        .transfer
-        .prefers_sgl(rq.bytes() as usize, maps.segments().count())
-    {
+    let transfer = slot.transfer;
+    let sgl = (user && transfer.sgl)
+        || transfer.prefers_sgl(rq.bytes() as usize, maps.segments().count());
+    if !sgl {
         let put = |i, entry| list.write(i, entry);
         match build_prps(maps.segments(), put, PRP_LIST_ENTRIES, list.addr) {
             Ok(prps) => return Ok(sqe.prps(prps.prp1, prps.prp2)),
@@ -148,13 +154,20 @@ fn read_write(rq: &Request<NvmeOps>, sqe: Sqe, slot: SlotDma<'_>) -> Result<Sqe>
     Ok(sqe.sgl(build_sgl(maps.segments(), put, MAX_SEGMENTS, list.addr)?))
 }
 
-/// The command of a passthrough I/O request (a driver-private request made by the I/O
-/// passthrough ioctl), as the ioctl wrote it into the request; its PRPs point into the
-/// passthrough bounce buffer. The queue sets the command id. Other requests it does not know
-/// fail with `EOPNOTSUPP`.
-fn passthrough(rq: &Request<NvmeOps>) -> Result<Sqe> {
+/// The command of a passthrough I/O request (a driver-private request made by an I/O
+/// passthrough ioctl), as the ioctl wrote it into the request. Without data in the request,
+/// its data pointer is the ioctl's (the passthrough bounce buffer, or none); with data (user
+/// memory the block layer mapped into the request), the data is described here, by an SGL
+/// where the controller takes them, like the C driver does for user commands: the controller
+/// then checks the command's transfer length against it. The queue sets the command id.
+/// Other requests it does not know fail with `EOPNOTSUPP`.
+fn passthrough(rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> Result<Sqe> {
     let bytes = rq.driver_cmd().ok_or(EOPNOTSUPP)?;
-    Sqe::read_from_bytes(&bytes).map_err(|_| EINVAL)
+    let sqe = Sqe::read_from_bytes(&bytes).map_err(|_| EINVAL)?;
+    if rq.bytes() == 0 {
+        return Ok(sqe);
+    }
+    map_data(rq, sqe, slot, true)
 }
 
 /// How `rq` ends for its completion `cqe`: a passthrough request successfully, with the
