@@ -138,12 +138,15 @@ test_nvme_io_submit_and_vec() {
     expect_eq "LBA out of range" "$(line $f submit_lba_out_of_range | sed 's/rc=[0-9]*/rc=N/')" "submit_lba_out_of_range rc=N errno=0 sc=0x80"
     expect_eq "bad vector array" "$(line $f vec_bad_iov)" "vec_bad_iov rc=-1 errno=EFAULT"
     expect_eq "bad buffer in a vector" "$(line $f vec_bad_buffer)" "vec_bad_buffer rc=-1 errno=EFAULT"
+    # Different from C, which sends a read of 8 blocks without a data pointer (the controller
+    # then writes to bus address 0; QEMU completes it): refused here.
+    expect_eq "no vectors" "$(line $f vec_none)" "vec_none rc=-1 errno=EINVAL"
     # Different from C, which lets unprivileged callers read (nvme_cmd_allowed, the effects log).
     expect_eq "unprivileged SUBMIT_IO" "$(line $f unpriv_submit_read)" "unpriv_submit_read rc=-1 errno=EACCES"
     expect_eq "unprivileged vectored" "$(line $f unpriv_vec_read)" "unpriv_vec_read rc=-1 errno=EACCES"
     for k in submit_write submit_read submit_read_data submit_read_512k submit_write_too_big \
         submit_flags submit_opcode_flush submit_bad_addr after_bad_submit_data vec_write vec_read \
-        vec_read_data vec_short vec_bad_iov vec_bad_buffer vec_none after_bad_vec_data; do
+        vec_read_data vec_short vec_bad_iov vec_bad_buffer after_bad_vec_data; do
         expect_eq "$k like the C driver" "$(line $f $k | sed 's/rc=[0-9]* errno=0 sc/rc=N errno=0 sc/')" \
             "$(line $C_DIR/submit.txt $k | sed 's/rc=[0-9]* errno=0 sc/rc=N errno=0 sc/')"
     done
