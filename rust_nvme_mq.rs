@@ -139,11 +139,14 @@
 //! the controller goes to its only namespace, as in C: `nvme read`, `write`, `flush`,
 //! `io-passthru`) run as driver-private requests on the disk's queue, so they take a tag and
 //! are ordered, timed out and requeued by a reset like the disk's other requests; their data
-//! goes through the same bounce buffer (a data buffer of the request would need the user
-//! pages pinned and mapped, `blk_rq_map_user`, for which there is no abstraction yet). The
-//! bounce buffer also bounds what a controller can reach for a command whose transfer does
-//! not match `data_len`: reads, writes and compares must move exactly `data_len` bytes and
-//! name the disk's namespace. Root only (the C driver lets other users run commands that the
+//! goes through the same bounce buffer, which also bounds what a controller can reach for a
+//! command whose transfer does not match `data_len`: reads, writes and compares must move
+//! exactly `data_len` bytes and name the disk's namespace. `NVME_IOCTL_SUBMIT_IO` (a read,
+//! write or compare of `nblocks + 1` blocks) and `NVME_IOCTL_IO64_CMD_VEC` (any I/O command,
+//! its data in an array of `struct iovec`) map the user's memory into the request instead
+//! (`GenDisk::execute_driver_cmd_user`), described by an SGL where the controller takes
+//! them (so the controller checks the transfer length against the buffers; the vectored ioctl
+//! is refused without SGL support), and run side by side. Root only (the C driver lets other users run commands that the
 //! controller's effects log calls harmless; that log is not read here); no metadata.
 //!
 //! The character device is a child of the PCI function in sysfs and has the C driver's
@@ -191,8 +194,8 @@
 //! `NVME_QUIRK_BOGUS_NID` (identifiers ignored, `wwid` made of vendor, serial, model and nsid)
 //! unless `bogus_nid_quirk=0`.
 //!
-//! Not implemented: `NVME_IOCTL_SUBMIT_IO`, `NVME_IOCTL_SUBSYS_RESET`, vectored and io_uring
-//! passthrough, metadata/protection information,
+//! Not implemented: `NVME_IOCTL_SUBSYS_RESET`, io_uring passthrough (and the per-namespace
+//! generic character devices it needs), metadata/protection information,
 //! namespaces with LBA formats that carry metadata, reset on CSTS.CFS outside a timeout, the
 //! `nuse` and `passthru_err_log_enabled` disk attributes, noticing on a rescan that a namespace
 //! was replaced under the same nsid.
