@@ -144,7 +144,8 @@ test_nvme_io_submit_and_vec() {
     # Different from C, which lets unprivileged callers read (nvme_cmd_allowed, the effects log).
     expect_eq "unprivileged SUBMIT_IO" "$(line $f unpriv_submit_read)" "unpriv_submit_read rc=-1 errno=EACCES"
     expect_eq "unprivileged vectored" "$(line $f unpriv_vec_read)" "unpriv_vec_read rc=-1 errno=EACCES"
-    for k in submit_write submit_read submit_read_data submit_read_512k submit_write_too_big \
+    # (Not submit_read_512k: behind an IOMMU C's transfers stop at 128 KiB, EINVAL there.)
+    for k in submit_write submit_read submit_read_data submit_write_too_big \
         submit_flags submit_opcode_flush submit_bad_addr after_bad_submit_data vec_write vec_read \
         vec_read_data vec_short vec_bad_iov vec_bad_buffer after_bad_vec_data; do
         expect_eq "$k like the C driver" "$(line $f $k | sed 's/rc=[0-9]* errno=0 sc/rc=N errno=0 sc/')" \
