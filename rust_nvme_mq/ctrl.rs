@@ -570,20 +570,16 @@ impl Ctrl {
     /// [`SHUTDOWN_DRAIN`]) for the commands in flight, delete the I/O queues and shut the
     /// controller down (CC.SHN: it flushes its cache before power goes), then disable it.
     /// Commands that did not complete are given back to the block layer and go out after
-    /// [`Ctrl::resume`]. A controller that is dead or being removed is left as it is.
+    /// [`Ctrl::resume`]. A controller that is dead or being removed is left as it is, and so
+    /// is one being reset: the reset needs the device lock, which the PM core holds while
+    /// this runs, so waiting for it here would only make it fail; it finishes once this
+    /// returns.
     pub(crate) fn suspend(&self, tagset: &TagSet<NvmeOps>) {
-        loop {
-            self.reset_work.flush();
-            if *self.removing.lock() {
-                return;
+        if *self.removing.lock() || !self.leave_live(CtrlState::Suspended) {
+            if self.state() == Ok(CtrlState::Resetting) {
+                pr_warn!("rnvme{}: not suspended: a reset is running\n", self.index);
             }
-            if self.leave_live(CtrlState::Suspended) {
-                break;
-            }
-            // Still `Resetting`: a reset was queued after the flush, wait for it too.
-            if self.state() != Ok(CtrlState::Resetting) {
-                return;
-            }
+            return;
         }
         self.admin_work.flush();
         tagset.quiesce();
