@@ -119,12 +119,13 @@
 //! namespace scan again: it reads the active namespace list, adds disks for new namespaces,
 //! removes those of vanished ones and revalidates the others (`rust_nvme_mq/rescan.rs`,
 //! `ns.rs`); the same scan runs by itself when the controller reports a namespace attribute
-//! change through an asynchronous event (`rust_nvme_mq/aen.rs`). Admin commands that change what a namespace is (Format NVM,
-//! Sanitize) run with every disk frozen (`GenDisk::freeze`: no request in flight, new ones
-//! wait), and each disk is revalidated before it runs again: a new logical block size or
-//! capacity is set on the frozen disk (`Frozen::set_format`), and a namespace whose new format
-//! the driver cannot serve (metadata) loses its disk, or, when the command came through that
-//! disk's own ioctl, gets capacity 0 until the next rescan (C: `nvme_passthru_start/end`).
+//! change through an asynchronous event (`rust_nvme_mq/aen.rs`). Admin commands that change
+//! what a namespace is (Format NVM, Sanitize) run with every disk frozen (`GenDisk::freeze`:
+//! no request in flight, new ones wait), and each disk is revalidated before it runs again: a
+//! new logical block size or capacity is set on the frozen disk (`Frozen::set_format`), and a
+//! namespace whose new format the driver cannot serve (metadata) loses its disk, or, when the
+//! command came through that disk's own ioctl, gets capacity 0 until the next rescan (C:
+//! `nvme_passthru_start/end`).
 //!
 //! # Errors
 //!
@@ -146,8 +147,9 @@
 //! its data in an array of `struct iovec`) map the user's memory into the request instead
 //! (`GenDisk::execute_driver_cmd_user`), described by an SGL where the controller takes
 //! them (so the controller checks the transfer length against the buffers; the vectored ioctl
-//! is refused without SGL support), and run side by side. Root only (the C driver lets other users run commands that the
-//! controller's effects log calls harmless; that log is not read here); no metadata.
+//! is refused without SGL support), and run side by side. Root only (the C driver lets other
+//! users run commands that the controller's effects log calls harmless; that log is not read
+//! here); no metadata.
 //!
 //! The character device is a child of the PCI function in sysfs and has the C driver's
 //! `model`, `serial` and `firmware_rev` attributes (`/sys/class/misc/rnvme<C>/`).
@@ -510,8 +512,6 @@ fn alloc_io_queues(
     Ok(Allocated { queues, want })
 }
 
-/// One interrupt handler per MSI-X vector, each reaping the completion queues assigned to it.
-/// Vector 0 (admin queue) is not spread; the I/O queues' vectors follow the CPUs.
 /// One MSI-X vector, the admin queue's, before the controller is enabled (it is replaced by
 /// [`request_irqs`] once the number of queues is known), as the C driver's `nvme_pci_enable()`
 /// does: QEMU's controller signals the admin queue's vector 0 only if MSI-X was on when the
@@ -531,6 +531,8 @@ fn request_admin_irq(
     )
 }
 
+/// One interrupt handler per MSI-X vector, each reaping the completion queues assigned to it.
+/// Vector 0 (admin queue) is not spread; the I/O queues' vectors follow the CPUs.
 fn request_irqs(
     pdev: &pci::Device<Core<'_>>,
     queues: &[Arc<IoQueue>],

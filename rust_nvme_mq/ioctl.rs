@@ -61,6 +61,39 @@ struct PassthruCmd64 {
     result: u64,
 }
 
+impl PassthruCmd {
+    /// Whether the command has flags or metadata, which no passthrough here takes.
+    fn has_flags_or_metadata(&self) -> bool {
+        self.flags != 0 || self.metadata_len != 0 || self.metadata != 0
+    }
+
+    /// The command to send: opcode, namespace and the command dwords, no data pointer.
+    fn sqe(&self) -> Sqe {
+        Sqe::new(self.opcode, self.nsid).dwords(self.cdw2, self.cdw3, self.cdw10_15)
+    }
+
+    /// The caller's timeout (0: the driver's).
+    fn timeout(&self) -> Option<Delta> {
+        (self.timeout_ms != 0).then(|| Delta::from_millis(self.timeout_ms.into()))
+    }
+
+    /// Whether the command moves data to the controller (bit 0 of the opcode, as C's
+    /// `nvme_is_write()`).
+    fn is_write(&self) -> bool {
+        is_write(self.opcode)
+    }
+}
+
+/// Whether a command with `opcode` moves data to the controller (C's `nvme_is_write()`).
+fn is_write(opcode: u8) -> bool {
+    opcode & 1 != 0
+}
+
+/// `sqe` as the command of a driver-private request.
+fn driver_cmd(sqe: &mut Sqe) -> Result<&[u8; DRIVER_CMD_SIZE]> {
+    <&[u8; DRIVER_CMD_SIZE]>::try_from(&*sqe.as_mut_bytes()).map_err(|_| EINVAL)
+}
+
 /// `struct nvme_user_io` (`NVME_IOCTL_SUBMIT_IO`): a read, write or compare of the namespace.
 #[repr(C)]
 #[derive(Clone, Copy, FromBytes)]
@@ -258,8 +291,8 @@ impl Passthru {
         let c = read_cmd(arg, layout)?;
         let sqe = check_admin(&c)?;
         let len = usize::try_from(c.data_len)?;
-        let to_ctrl = c.opcode & 1 != 0;
-        let timeout = (c.timeout_ms != 0).then(|| Delta::from_millis(c.timeout_ms.into()));
+        let to_ctrl = c.is_write();
+        let timeout = c.timeout();
         let (status, result) = if changes_namespaces(c.opcode) {
             self.admin_cmd_frozen(on_ns, sqe, to_ctrl, c.addr, len, timeout)?
         } else {
@@ -371,7 +404,7 @@ impl Passthru {
     /// requests, timed out and requeued by a reset like them), its data in the bounce buffer.
     fn io_cmd(&self, on_ns: Option<u32>, arg: usize, layout: Layout) -> Result<i32> {
         let c = read_cmd(arg, layout)?;
-        if c.flags != 0 || c.metadata_len != 0 || c.metadata != 0 {
+        if c.has_flags_or_metadata() {
             return Err(EINVAL);
         }
         // The C driver lets unprivileged callers run I/O commands that the controller's
@@ -397,12 +430,10 @@ impl Passthru {
         let len = usize::try_from(c.data_len)?;
         let ns = disk.shape.addr();
         check_io(&c, ns.nsid, ns.lba_shift, len)?;
-        let to_ctrl = c.opcode & 1 != 0;
-        let sqe = Sqe::new(c.opcode, c.nsid).dwords(c.cdw2, c.cdw3, c.cdw10_15);
-        let timeout = (c.timeout_ms != 0).then(|| Delta::from_millis(c.timeout_ms.into()));
-        let (status, result) = self.run_with_data(sqe, to_ctrl, c.addr, len, |mut sqe| {
-            let bytes =
-                <&[u8; DRIVER_CMD_SIZE]>::try_from(&*sqe.as_mut_bytes()).map_err(|_| EINVAL)?;
+        let to_ctrl = c.is_write();
+        let timeout = c.timeout();
+        let (status, result) = self.run_with_data(c.sqe(), to_ctrl, c.addr, len, |mut sqe| {
+            let bytes = driver_cmd(&mut sqe)?;
             let (status, result) = disk.disk.execute_driver_cmd(to_ctrl, bytes, timeout)?;
             Ok((u16::try_from(status)?, result as u32))
         })?;
@@ -427,7 +458,7 @@ impl Passthru {
         let disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
         let disk = disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?;
         let (mut sqe, data) = build(disk.shape.addr().lba_shift)?;
-        let bytes = <&[u8; DRIVER_CMD_SIZE]>::try_from(&*sqe.as_mut_bytes()).map_err(|_| EINVAL)?;
+        let bytes = driver_cmd(&mut sqe)?;
         let (status, result) = disk
             .disk
             .execute_driver_cmd_user(to_ctrl, bytes, timeout, data)?;
@@ -461,7 +492,7 @@ impl Passthru {
         ];
         let sqe = Sqe::new(io.opcode, nsid).dwords(0, 0, cdw10_15);
         let addr = UserPtr::from_addr(usize::try_from(io.addr)?);
-        let (status, _) = self.run_mapped(nsid, io.opcode & 1 != 0, None, |lba_shift| {
+        let (status, _) = self.run_mapped(nsid, is_write(io.opcode), None, |lba_shift| {
             let len = (usize::from(io.nblocks) + 1) << lba_shift;
             Ok((sqe, UserData::Buffer { addr, len }))
         })?;
@@ -475,7 +506,7 @@ impl Passthru {
     /// length must be checked against the buffers first, which is not done here).
     fn io_cmd_vec(&self, nsid: u32, arg: usize) -> Result<i32> {
         let c = read_cmd(arg, Layout::Cmd64)?;
-        if c.flags != 0 || c.metadata_len != 0 || c.metadata != 0 || c.nsid != nsid {
+        if c.has_flags_or_metadata() || c.nsid != nsid {
             return Err(EINVAL);
         }
         if !capable(Capability::SYS_ADMIN) {
@@ -484,13 +515,12 @@ impl Passthru {
         if !self.sgl {
             return Err(EOPNOTSUPP);
         }
-        let sqe = Sqe::new(c.opcode, c.nsid).dwords(c.cdw2, c.cdw3, c.cdw10_15);
-        let timeout = (c.timeout_ms != 0).then(|| Delta::from_millis(c.timeout_ms.into()));
         let iov = UserPtr::from_addr(usize::try_from(c.addr)?);
         let count = usize::try_from(c.data_len)?;
         let data = UserData::Vectors { iov, count };
+        let sqe = c.sqe();
         let (status, result) =
-            self.run_mapped(nsid, c.opcode & 1 != 0, timeout, |_| Ok((sqe, data)))?;
+            self.run_mapped(nsid, c.is_write(), c.timeout(), |_| Ok((sqe, data)))?;
         write_result(arg, Layout::Cmd64, result as u32)?;
         Ok(status.into())
     }
@@ -594,7 +624,7 @@ fn changes_namespaces(opcode: u8) -> bool {
 
 /// Check a passthrough admin command as the C driver does, and build it.
 fn check_admin(c: &PassthruCmd) -> Result<Sqe> {
-    if c.flags != 0 || c.metadata_len != 0 || c.metadata != 0 {
+    if c.has_flags_or_metadata() {
         return Err(EINVAL);
     }
     if matches!(
@@ -608,7 +638,7 @@ fn check_admin(c: &PassthruCmd) -> Result<Sqe> {
     if !admin_allowed(c) {
         return Err(EACCES);
     }
-    Ok(Sqe::new(c.opcode, c.nsid).dwords(c.cdw2, c.cdw3, c.cdw10_15))
+    Ok(c.sqe())
 }
 
 /// `nvme_cmd_allowed()` for admin commands: some Identify commands for everybody, some

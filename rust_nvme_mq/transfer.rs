@@ -30,6 +30,9 @@ pub(crate) const SLOT_LIST_WORDS: usize = PAGE_SIZE / size_of::<u64>();
 /// Most data segments of a request: an SGL segment fills the slot's list area.
 pub(crate) const MAX_SEGMENTS: usize = SLOT_LIST_WORDS / SGL_DESC_WORDS;
 
+// A full PRP list fits the slot's list area (`ListArea::write` refuses what does not).
+const _: () = assert!(PRP_LIST_ENTRIES <= SLOT_LIST_WORDS);
+
 /// Largest transfer the driver describes whatever MDTS says: PRP1 and a full PRP list reach
 /// this many bytes from any dword offset.
 const MAX_TRANSFER: usize = PRP_LIST_ENTRIES * PAGE_SIZE;
