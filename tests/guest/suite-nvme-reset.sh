@@ -71,8 +71,9 @@ test_nvme_reset_queue_limits_like_c() {
 
 # sgl_count: commands whose data went as an SGL, all queues.
 sgl_count() { sum_col sgl; }
-# disk_rw: reads and writes the block layer completed on rnvme0n1, and their sectors.
-disk_rw() { awk '{ print $1, $3, $5, $7 }' /sys/block/rnvme0n1/stat; }
+# disk_rw [DISK]: reads, sectors read, writes, sectors written the block layer completed on
+# DISK (default rnvme0n1).
+disk_rw() { awk '{ print $1, $3, $5, $7 }' /sys/block/${1:-rnvme0n1}/stat; }
 
 # big_rw: read and write 512 KiB (MDTS) with O_DIRECT, page-aligned buffers; print the reads and
 # writes the block layer completed for it, their sectors, and the SGL commands among them.
@@ -126,11 +127,11 @@ check_odd_dio() {
 # page (odd_dio); print the write and read requests the block layer completed on DISK for it.
 odd_requests() {
     local disk=$1 before after out
-    before=($(awk '{ print $1, $5 }' /sys/block/$disk/stat))
+    before=($(disk_rw $disk))
     out=$($TOOLS/odd_dio /dev/$disk 4 320) || true
     expect_eq "/dev/$disk: 320 x 512 bytes at page offset 4" "$out" ok
-    after=($(awk '{ print $1, $5 }' /sys/block/$disk/stat))
-    echo "$((after[1] - before[1])) $((after[0] - before[0]))"
+    after=($(disk_rw $disk))
+    echo "$((after[2] - before[2])) $((after[0] - before[0]))"
 }
 
 # Buffers C's SGL path accepts (vectors at a dword offset, not page-sized) are taken in no more
