@@ -214,6 +214,8 @@ mod cmd;
 mod ctrl;
 #[path = "rust_nvme_mq/debugfs.rs"]
 mod debugfs;
+#[path = "rust_nvme_mq/generic.rs"]
+mod generic;
 #[path = "rust_nvme_mq/hotplug.rs"]
 mod hotplug;
 #[path = "rust_nvme_mq/ident.rs"]

@@ -13,49 +13,60 @@ use kernel::{
     sync::{new_condvar, new_mutex, Arc, ArcBorrow, CondVar, Mutex},
 };
 
-/// What the character device's open files reach the controller through: its namespaces
-/// (for a rescan, and the Identify strings) and its passthrough ioctls. Cut at unbind
-/// ([`Link::cut`]), so that a file held open keeps neither the controller nor its DMA memory
-/// (queues, the bounce buffer) past the unbind: its ioctls then fail with `ENODEV`. Ioctls run
-/// side by side, each counted while it runs ([`Link::with`]); cutting waits for them.
+/// What the open files of a character device reach the driver through: for the controller's
+/// device its namespaces (for a rescan, and the Identify strings) and its passthrough ioctls,
+/// for a namespace's generic device its disk (`generic.rs`). Cut when the device goes
+/// ([`Link::cut`]: at unbind, or when the namespace's disk is removed), so that a file held
+/// open keeps neither the controller nor its DMA memory (queues, the bounce buffer) nor the
+/// disk past that: its calls then fail with `ENODEV`. Calls run side by side, each counted
+/// while it runs ([`Link::with`]); cutting waits for them.
 #[pin_data]
-pub(crate) struct Link {
+pub(crate) struct Link<T: Send + Sync> {
     #[pin]
-    state: Mutex<LinkState>,
-    /// Signalled when the last running ioctl is done.
+    state: Mutex<LinkState<T>>,
+    /// Signalled when the last running call is done.
     #[pin]
     idle: CondVar,
 }
 
-struct LinkState {
-    ns: Option<Arc<Namespaces>>,
-    /// Ioctls (and attribute reads) running.
+struct LinkState<T> {
+    to: Option<Arc<T>>,
+    /// Calls (ioctls, attribute reads, io_uring commands being issued) running.
     users: usize,
 }
 
-impl Link {
-    fn new(ns: Arc<Namespaces>) -> Result<Arc<Self>> {
+impl<T: Send + Sync> Link<T> {
+    pub(crate) fn new(to: Arc<T>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_mutex!(LinkState { ns: Some(ns), users: 0 }),
+                state <- new_mutex!(LinkState { to: Some(to), users: 0 }),
                 idle <- new_condvar!(),
             }),
             GFP_KERNEL,
         )
     }
 
-    /// Call `f` with the namespaces, unless the link is cut (`ENODEV`). Its reference to them
-    /// is dropped before the call counts as done, so the last one is never dropped after
+    /// Call `f` with what the link leads to, unless the link is cut (`ENODEV`).
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&T) -> Result<R>) -> Result<R> {
+        self.visit(|to| f(to.ok_or(ENODEV)?))
+    }
+
+    /// Call `f` with what the link leads to, `None` if the link is cut. Its reference is
+    /// dropped before the call counts as done, so the last one is never dropped after
     /// [`Link::cut`] returns.
-    fn with<R>(&self, f: impl FnOnce(&Namespaces) -> Result<R>) -> Result<R> {
-        let ns = {
+    pub(crate) fn visit<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
+        let to = {
             let mut state = self.state.lock();
-            let ns = state.ns.clone().ok_or(ENODEV)?;
+            let to = state.to.clone();
+            if to.is_none() {
+                drop(state);
+                return f(None);
+            }
             state.users += 1;
-            ns
+            to
         };
-        let result = f(&ns);
-        drop(ns);
+        let result = f(to.as_deref());
+        drop(to);
         let mut state = self.state.lock();
         state.users -= 1;
         if state.users == 0 {
@@ -64,11 +75,10 @@ impl Link {
         result
     }
 
-    /// Cut the link (at unbind, after the disks were removed), and wait for the ioctls that
-    /// still run.
+    /// Cut the link, and wait for the calls that still run.
     pub(crate) fn cut(&self) {
         let mut state = self.state.lock();
-        state.ns = None;
+        state.to = None;
         while state.users > 0 {
             self.idle.wait(&mut state);
         }
@@ -81,17 +91,17 @@ pub(crate) struct CtrlChardev;
 #[vtable]
 impl MiscDevice for CtrlChardev {
     /// An open file holds the link to the controller's passthrough state.
-    type Ptr = Arc<Link>;
-    type RegistrationData = Arc<Link>;
+    type Ptr = Arc<Link<Namespaces>>;
+    type RegistrationData = Arc<Link<Namespaces>>;
 
-    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Arc<Link>> {
+    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Arc<Link<Namespaces>>> {
         Ok(misc.data().clone())
     }
 
     /// As the C driver's `/sys/class/nvme/nvme<C>/{model,serial,firmware_rev}`.
     const ATTRIBUTES: &'static [&'static CStr] = &[c"model", c"serial", c"firmware_rev"];
 
-    fn show_attribute(link: &Arc<Link>, index: usize, buf: &mut [u8]) -> Result<usize> {
+    fn show_attribute(link: &Arc<Link<Namespaces>>, index: usize, buf: &mut [u8]) -> Result<usize> {
         link.with(|ns| {
             let id = &ns.info;
             let field: &[u8] = match index {
@@ -104,7 +114,12 @@ impl MiscDevice for CtrlChardev {
         })
     }
 
-    fn ioctl(link: ArcBorrow<'_, Link>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+    fn ioctl(
+        link: ArcBorrow<'_, Link<Namespaces>>,
+        _file: &File,
+        cmd: u32,
+        arg: usize,
+    ) -> Result<isize> {
         link.with(|ns| match cmd {
             NVME_IOCTL_RESCAN => rescan(ns),
             _ => ns.passthru.ioctl(cmd, arg),

@@ -6,6 +6,7 @@
 use crate::{
     admin::{AdminQueue, AdminWork, Ticket, POLL_INTERVAL},
     cmd::{self, IdCtrl, Sqe},
+    generic::Generic,
     queue::Delivery,
     queueset::{QueueSet, COUNTER_COLUMNS},
     regs::{Regs, PCI_COMMAND},
@@ -183,10 +184,13 @@ impl CtrlInfo {
 
 /// The disk of a namespace, in the controller's list of disks.
 pub(crate) struct NsDisk {
+    /// The namespace's generic character device; removed first (its link to the disk cut).
+    pub(crate) _generic: Generic,
     /// The format the disk serves (shared with the disk's queue data).
     pub(crate) shape: Arc<NsShape>,
-    /// Removed from the system when dropped.
-    pub(crate) disk: GenDisk<NvmeOps>,
+    /// Removed from the system when dropped, after the generic device (which holds the only
+    /// other reference, and only while a call on it runs).
+    pub(crate) disk: Arc<GenDisk<NvmeOps>>,
 }
 
 /// What revalidating a disk found.

@@ -18,13 +18,18 @@
 use crate::{
     cmd::{self, Sqe},
     ctrl::{Ctrl, CtrlState, NsDisk, Revalidated},
+    request::NvmeOps,
 };
 use kernel::{
-    block::mq::{gen_disk::UserData, DRIVER_CMD_SIZE},
+    block::mq::{
+        gen_disk::{GenDisk, UserData},
+        DRIVER_CMD_SIZE,
+    },
     cred::{capable, Capability},
     device::{Bound, Device},
     dma::Coherent,
     io::{io_project, Io},
+    io_uring::{Answer, IssueFlags, SqeCmd, UringCmd},
     ioctl::{_IO, _IOW, _IOWR},
     page::PAGE_SIZE,
     prelude::*,
@@ -123,6 +128,11 @@ pub(crate) const NVME_IOCTL_RESCAN: u32 = _IO(IOCTL_TYPE, 0x46);
 const NVME_IOCTL_ADMIN64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x47);
 const NVME_IOCTL_IO64_CMD: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x48);
 const NVME_IOCTL_IO64_CMD_VEC: u32 = _IOWR::<PassthruCmd64>(IOCTL_TYPE, 0x49);
+
+/// io_uring commands of the generic device (`struct nvme_uring_cmd`: `struct
+/// nvme_passthru_cmd` with `result` reserved).
+const NVME_URING_CMD_IO: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x80);
+const NVME_URING_CMD_IO_VEC: u32 = _IOWR::<PassthruCmd>(IOCTL_TYPE, 0x81);
 
 /// Which of the two passthrough structures an ioctl passes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -523,6 +533,90 @@ impl Passthru {
             self.run_mapped(nsid, c.is_write(), c.timeout(), |_| Ok((sqe, data)))?;
         write_result(arg, Layout::Cmd64, result as u32)?;
         Ok(status.into())
+    }
+}
+
+impl Passthru {
+    /// An io_uring command on the generic device of namespace `nsid`, whose disk is `disk`:
+    /// `NVME_URING_CMD_IO` (data in one buffer) or `NVME_URING_CMD_IO_VEC` (in the buffers of
+    /// `data_len` `struct iovec`), issued as a driver-private request of the disk with the
+    /// user memory mapped into it, completed when the request ends: the CQE's result is the
+    /// NVMe status (or a negative errno), its second result dword 0-1 of the completion.
+    /// The same checks as `NVME_IOCTL_IO64_CMD_VEC` (root only, no flags or metadata, the
+    /// device's namespace, data only with SGLs), and, like the C driver, 128-byte SQEs and
+    /// 32-byte CQEs (`EOPNOTSUPP` otherwise). Not allowed, where C allows it: a command that
+    /// transfers data (bits 1:0 of the opcode) without data (`EINVAL`): it would name no
+    /// buffer, and the controller would move the data from or to bus address 0.
+    pub(crate) fn uring_cmd(
+        &self,
+        nsid: u32,
+        disk: &GenDisk<NvmeOps>,
+        cmd: UringCmd,
+        sqe: &SqeCmd,
+        flags: IssueFlags,
+    ) -> Answer {
+        let (c, data) = match self.check_uring(nsid, cmd.cmd_op(), sqe, flags) {
+            Ok(checked) => checked,
+            Err(e) => return Answer::Refused(cmd, e),
+        };
+        let mut nvme = c.sqe();
+        match driver_cmd(&mut nvme) {
+            Ok(bytes) => {
+                disk.submit_driver_cmd_uring(cmd, flags, c.is_write(), bytes, c.timeout(), data)
+            }
+            Err(e) => Answer::Refused(cmd, e),
+        }
+    }
+
+    /// Check an io_uring command for the generic device of namespace `nsid`; returns the
+    /// command and its data.
+    fn check_uring(
+        &self,
+        nsid: u32,
+        op: u32,
+        sqe: &SqeCmd,
+        flags: IssueFlags,
+    ) -> Result<(PassthruCmd, Option<UserData>)> {
+        let vectored = match op {
+            NVME_URING_CMD_IO => false,
+            NVME_URING_CMD_IO_VEC => true,
+            _ => return Err(ENOTTY),
+        };
+        if !flags.sqe128() || !flags.cqe32() {
+            return Err(EOPNOTSUPP);
+        }
+        let bytes = sqe
+            .as_bytes()
+            .get(..size_of::<PassthruCmd>())
+            .ok_or(EINVAL)?;
+        let c = PassthruCmd::read_from_bytes(bytes).map_err(|_| EINVAL)?;
+        if c.has_flags_or_metadata() || c.nsid != nsid {
+            return Err(EINVAL);
+        }
+        if !capable(Capability::SYS_ADMIN) {
+            return Err(EACCES);
+        }
+        let len = usize::try_from(c.data_len)?;
+        if len == 0 {
+            return if c.opcode & 3 != 0 {
+                Err(EINVAL)
+            } else {
+                Ok((c, None))
+            };
+        }
+        if !self.sgl {
+            return Err(EOPNOTSUPP);
+        }
+        let addr = UserPtr::from_addr(usize::try_from(c.addr)?);
+        let data = if vectored {
+            UserData::Vectors {
+                iov: addr,
+                count: len,
+            }
+        } else {
+            UserData::Buffer { addr, len }
+        };
+        Ok((c, Some(data)))
     }
 }
 

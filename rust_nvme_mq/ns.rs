@@ -8,6 +8,7 @@
 use crate::{
     cmd::{self, NsDescList, NsFormat, NsList},
     ctrl::{Ctrl, CtrlInfo, CtrlState, NsDisk, Revalidated},
+    generic::{self, NsAccess},
     ident::{self, Identity, NsIds},
     ioctl::Passthru,
     request::{NsShape, NvmeOps},
@@ -421,7 +422,18 @@ impl Namespaces {
             self.tagset.clone(),
             Arc::new(ns, GFP_KERNEL)?,
         )?;
-        Ok(NsDisk { shape, disk })
+        let disk = Arc::new(disk, GFP_KERNEL)?;
+        let access = NsAccess {
+            disk: disk.clone(),
+            passthru: self.passthru.clone(),
+            nsid: f.nsid,
+        };
+        let generic = generic::register(access, self.ctrl.index, &self.parent)?;
+        Ok(NsDisk {
+            _generic: generic,
+            shape,
+            disk,
+        })
     }
 
     /// Log a new disk.

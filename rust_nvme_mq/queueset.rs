@@ -279,6 +279,12 @@ impl QueueSet {
             .sum()
     }
 
+    /// Reap every poll queue (for io_uring polling, which does not say which queue its
+    /// command went to). Returns how many requests were ended.
+    pub(crate) fn poll_all(&self) -> usize {
+        self.queues[self.nr_irq()..].iter().map(|q| q.poll()).sum()
+    }
+
     /// Where the command of the request at `rq` is (compared by address only).
     pub(crate) fn find(&self, rq: *const Request<NvmeOps>) -> Option<Located<'_>> {
         self.locate(|q| q.find(rq))

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The generic character device of a namespace, `/dev/rng<C>n<N>` (a misc device, root only,
+//! like the C driver's `/dev/ng<C>n<N>`): the namespace's passthrough ioctls, and io_uring
+//! passthrough (`NVME_URING_CMD_IO`, `NVME_URING_CMD_IO_VEC`), interrupt-driven or polled
+//! (`IORING_SETUP_IOPOLL`, on the poll queues), for tools that drive the namespace without
+//! the block layer's bios: fio's `io_uring_cmd` engine, xNVMe. The device lives as long as
+//! the namespace's disk ([`NsDisk`](crate::ctrl::NsDisk)), and goes first.
+
+use crate::{chardev::Link, ioctl::Passthru, request::NvmeOps};
+use kernel::{
+    block::mq::gen_disk::GenDisk,
+    device::Device,
+    fs::File,
+    io_uring::{Answer, IssueFlags, SqeCmd, UringCmd},
+    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    prelude::*,
+    str::CString,
+    sync::{Arc, ArcBorrow},
+};
+
+/// What the generic device's open files reach: the namespace's disk, whose queue the
+/// commands go through, and the controller's passthrough.
+pub(crate) struct NsAccess {
+    pub(crate) disk: Arc<GenDisk<NvmeOps>>,
+    pub(crate) passthru: Arc<Passthru>,
+    pub(crate) nsid: u32,
+}
+
+/// The misc device type of generic namespace devices.
+pub(crate) struct NsChardev;
+
+#[vtable]
+impl MiscDevice for NsChardev {
+    /// An open file holds the link to the namespace, cut when the disk goes.
+    type Ptr = Arc<Link<NsAccess>>;
+    type RegistrationData = Arc<Link<NsAccess>>;
+
+    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Self::Ptr> {
+        Ok(misc.data().clone())
+    }
+
+    /// The ioctls of the namespace's disk.
+    fn ioctl(
+        link: ArcBorrow<'_, Link<NsAccess>>,
+        _file: &File,
+        cmd: u32,
+        arg: usize,
+    ) -> Result<isize> {
+        link.with(|ns| ns.passthru.ns_ioctl(ns.nsid, cmd, arg))
+            .map(|r| r as isize)
+    }
+
+    fn uring_cmd(
+        link: ArcBorrow<'_, Link<NsAccess>>,
+        _file: &File,
+        cmd: UringCmd,
+        sqe: &SqeCmd,
+        flags: IssueFlags,
+    ) -> Answer {
+        link.visit(|ns| match ns {
+            Some(ns) => ns.passthru.uring_cmd(ns.nsid, &ns.disk, cmd, sqe, flags),
+            None => Answer::Refused(cmd, ENODEV),
+        })
+    }
+
+    /// Reap the poll queues (all of them: a command may have been lent to any).
+    fn uring_cmd_iopoll(link: ArcBorrow<'_, Link<NsAccess>>, _file: &File) -> u32 {
+        link.visit(|ns| {
+            ns.map_or(0, |ns| {
+                u32::try_from(ns.passthru.ctrl.queues.poll_all()).unwrap_or(u32::MAX)
+            })
+        })
+    }
+}
+
+/// The registered generic device of a namespace: when dropped, its link is cut (waiting for
+/// the calls that run) and the device removed; files still open fail with `ENODEV`.
+pub(crate) struct Generic {
+    link: Arc<Link<NsAccess>>,
+    _reg: Pin<KBox<MiscDeviceRegistration<NsChardev>>>,
+}
+
+impl Drop for Generic {
+    fn drop(&mut self) {
+        self.link.cut();
+    }
+}
+
+/// Register `/dev/rng<index>n<nsid>` for `ns`, a child of `dev` (the PCI function).
+pub(crate) fn register(ns: NsAccess, index: u32, dev: &Device) -> Result<Generic> {
+    let name = CString::try_from_fmt(fmt!("rng{}n{}", index, ns.nsid))?;
+    let opts = MiscDeviceOptions { name: c"rng" };
+    let link = Link::new(Arc::new(ns, GFP_KERNEL)?)?;
+    let reg = KBox::pin_init(
+        MiscDeviceRegistration::register_with_parent(opts, name, dev.into(), link.clone()),
+        GFP_KERNEL,
+    )?;
+    Ok(Generic { link, _reg: reg })
+}
