@@ -6,7 +6,7 @@
 use crate::{
     admin::{AdminQueue, AdminWork, Ticket, POLL_INTERVAL},
     cmd::{self, IdCtrl, Sqe},
-    generic::Generic,
+    generic::{Generic, PollLink},
     queue::Delivery,
     queueset::{QueueSet, COUNTER_COLUMNS},
     regs::{Regs, PCI_COMMAND},
@@ -191,6 +191,8 @@ pub(crate) struct NsDisk {
     /// Removed from the system when dropped, after the generic device (which holds the only
     /// other reference, and only while a call on it runs).
     pub(crate) disk: Arc<GenDisk<NvmeOps>>,
+    /// The generic device's polling, which the removal of the disk may wait for; cut last.
+    pub(crate) _poll: PollLink,
 }
 
 /// What revalidating a disk found.

@@ -5,7 +5,8 @@
 //! passthrough (`NVME_URING_CMD_IO`, `NVME_URING_CMD_IO_VEC`), interrupt-driven or polled
 //! (`IORING_SETUP_IOPOLL`, on the poll queues), for tools that drive the namespace without
 //! the block layer's bios: fio's `io_uring_cmd` engine, xNVMe. The device lives as long as
-//! the namespace's disk ([`NsDisk`](crate::ctrl::NsDisk)), and goes first.
+//! the namespace's disk ([`NsDisk`](crate::ctrl::NsDisk)): it goes first, its files' polling
+//! last.
 
 use crate::{chardev::Link, ioctl::Passthru, request::NvmeOps};
 use kernel::{
@@ -27,74 +28,97 @@ pub(crate) struct NsAccess {
     pub(crate) nsid: u32,
 }
 
+/// The two links of a generic device's open files: to submit (ioctls, io_uring commands),
+/// cut before the disk is removed, and to poll, cut after it: removing the disk waits for the
+/// polled commands in flight, which only polling completes.
+pub(crate) struct Links {
+    submit: Arc<Link<NsAccess>>,
+    poll: Arc<Link<Passthru>>,
+}
+
 /// The misc device type of generic namespace devices.
 pub(crate) struct NsChardev;
 
 #[vtable]
 impl MiscDevice for NsChardev {
-    /// An open file holds the link to the namespace, cut when the disk goes.
-    type Ptr = Arc<Link<NsAccess>>;
-    type RegistrationData = Arc<Link<NsAccess>>;
+    /// An open file holds the links to the namespace.
+    type Ptr = Arc<Links>;
+    type RegistrationData = Arc<Links>;
 
     fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Self::Ptr> {
         Ok(misc.data().clone())
     }
 
     /// The ioctls of the namespace's disk.
-    fn ioctl(
-        link: ArcBorrow<'_, Link<NsAccess>>,
-        _file: &File,
-        cmd: u32,
-        arg: usize,
-    ) -> Result<isize> {
-        link.with(|ns| ns.passthru.ns_ioctl(ns.nsid, cmd, arg))
+    fn ioctl(links: ArcBorrow<'_, Links>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        links
+            .submit
+            .with(|ns| ns.passthru.ns_ioctl(ns.nsid, cmd, arg))
             .map(|r| r as isize)
     }
 
     fn uring_cmd(
-        link: ArcBorrow<'_, Link<NsAccess>>,
+        links: ArcBorrow<'_, Links>,
         _file: &File,
         cmd: UringCmd,
         sqe: &SqeCmd,
         flags: IssueFlags,
     ) -> Answer {
-        link.visit(|ns| match ns {
+        links.submit.visit(|ns| match ns {
             Some(ns) => ns.passthru.uring_cmd(ns.nsid, &ns.disk, cmd, sqe, flags),
             None => Answer::Refused(cmd, ENODEV),
         })
     }
 
     /// Reap the poll queues (all of them: a command may have been lent to any).
-    fn uring_cmd_iopoll(link: ArcBorrow<'_, Link<NsAccess>>, _file: &File) -> u32 {
-        link.visit(|ns| {
-            ns.map_or(0, |ns| {
-                u32::try_from(ns.passthru.ctrl.queues.poll_all()).unwrap_or(u32::MAX)
+    fn uring_cmd_iopoll(links: ArcBorrow<'_, Links>, _file: &File) -> u32 {
+        links.poll.visit(|passthru| {
+            passthru.map_or(0, |p| {
+                u32::try_from(p.ctrl.queues.poll_all()).unwrap_or(u32::MAX)
             })
         })
     }
 }
 
-/// The registered generic device of a namespace: when dropped, its link is cut (waiting for
-/// the calls that run) and the device removed; files still open fail with `ENODEV`.
+/// The registered generic device of a namespace: when dropped, the submit link is cut
+/// (waiting for the calls that run) and the device removed; files still open fail with
+/// `ENODEV`, but still poll until the [`PollLink`] is dropped.
 pub(crate) struct Generic {
-    link: Arc<Link<NsAccess>>,
+    submit: Arc<Link<NsAccess>>,
     _reg: Pin<KBox<MiscDeviceRegistration<NsChardev>>>,
 }
 
 impl Drop for Generic {
     fn drop(&mut self) {
-        self.link.cut();
+        self.submit.cut();
+    }
+}
+
+/// The poll link of a generic device's files; cut when dropped, after the disk is removed.
+pub(crate) struct PollLink(Arc<Link<Passthru>>);
+
+impl Drop for PollLink {
+    fn drop(&mut self) {
+        self.0.cut();
     }
 }
 
 /// Register `/dev/rng<index>n<nsid>` for `ns`, a child of `dev` (the PCI function).
-pub(crate) fn register(ns: NsAccess, index: u32, dev: &Device) -> Result<Generic> {
+pub(crate) fn register(ns: NsAccess, index: u32, dev: &Device) -> Result<(Generic, PollLink)> {
     let name = CString::try_from_fmt(fmt!("rng{}n{}", index, ns.nsid))?;
     let opts = MiscDeviceOptions { name: c"rng" };
-    let link = Link::new(Arc::new(ns, GFP_KERNEL)?)?;
-    let reg = KBox::pin_init(
-        MiscDeviceRegistration::register_with_parent(opts, name, dev.into(), link.clone()),
+    let poll = Link::new(ns.passthru.clone())?;
+    let submit = Link::new(Arc::new(ns, GFP_KERNEL)?)?;
+    let links = Arc::new(
+        Links {
+            submit: submit.clone(),
+            poll: poll.clone(),
+        },
         GFP_KERNEL,
     )?;
-    Ok(Generic { link, _reg: reg })
+    let reg = KBox::pin_init(
+        MiscDeviceRegistration::register_with_parent(opts, name, dev.into(), links),
+        GFP_KERNEL,
+    )?;
+    Ok((Generic { submit, _reg: reg }, PollLink(poll)))
 }

@@ -428,11 +428,12 @@ impl Namespaces {
             passthru: self.passthru.clone(),
             nsid: f.nsid,
         };
-        let generic = generic::register(access, self.ctrl.index, &self.parent)?;
+        let (generic, poll) = generic::register(access, self.ctrl.index, &self.parent)?;
         Ok(NsDisk {
             _generic: generic,
             shape,
             disk,
+            _poll: poll,
         })
     }
 

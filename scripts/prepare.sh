@@ -96,6 +96,7 @@ gcc -static -O2 -Wall -o "$GUEST_DIR/bin/odd_dio" "$TOP/tests/tools/odd_dio.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nvme_passthru" "$TOP/tests/tools/nvme_passthru.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nvme_io_passthru" "$TOP/tests/tools/nvme_io_passthru.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nvme_submit_io" "$TOP/tests/tools/nvme_submit_io.c"
+gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nvme_uring" "$TOP/tests/tools/nvme_uring.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/dax_file" "$TOP/tests/tools/dax_file.c"
 
 cat >"$OUT/env" <<ENV

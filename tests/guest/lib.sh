@@ -67,6 +67,13 @@ wait_dev() {
     fail "$dev did not appear"
 }
 
+# wait_chr PATH: wait for a character device (a misc device's node appears asynchronously).
+wait_chr() {
+    local dev=$1 i
+    for i in $(seq 50); do [[ -c $dev ]] && return 0; sleep 0.1; done
+    fail "$dev did not appear"
+}
+
 # wait_gone PATH: a disk disappears asynchronously too.
 wait_gone() {
     local i

@@ -10,15 +10,17 @@ suite_help "$@"
 . /tests/nvme-lib.sh
 
 CDEV=/dev/rnvme0
+GEN=/dev/rng0n1
 C_DIR=/tmp/c-io
 R_DIR=/tmp/r-io
 # The passthrough tests work on 1 MiB from 128 MiB on; fio (under load) below 64 MiB.
 PT_OFF=$((128 * 1024 * 1024))
 
-# collect DIR CTRL NS: what nvme-cli and nvme_io_passthru answer on a controller and its
-# namespace 1 (the same commands for both drivers).
+# collect DIR CTRL NS GEN: what nvme-cli, nvme_io_passthru, nvme_submit_io and nvme_uring
+# answer on a controller, its namespace 1 and that namespace's generic device (the same
+# commands for both drivers).
 collect() {
-    local dir=$1 ctrl=$2 ns=$3 bs lba
+    local dir=$1 ctrl=$2 ns=$3 gen=$4 bs lba
     mkdir -p "$dir"
     bs=$(blockdev --getss "$ns")
     lba=$((PT_OFF / bs))
@@ -45,14 +47,25 @@ collect() {
     if [[ -e $STATS ]]; then sum_col sgl >"$dir/sgl-before"; fi
     "$TOOLS/nvme_submit_io" "$ns" 1 $((lba + 1048576 / bs)) "$(blockdev --getsz "$ns")" >"$dir/submit.txt"
     if [[ -e $STATS ]]; then sum_col sgl >"$dir/sgl-after"; fi
+    # io_uring passthrough on the generic device, from 4 MiB further on, interrupt-driven,
+    # then polled from 5 MiB on (rust_nvme_mq: its polled completions around each; and a read
+    # without data, which it refuses: C would send it).
+    local extra=()
+    [[ ! -e $STATS ]] || extra=(--no-data-read)
+    if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-0"; fi
+    "$TOOLS/nvme_uring" "$gen" 1 $((lba + 4194304 / bs)) "${extra[@]}" >"$dir/uring.txt"
+    if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-1"; fi
+    "$TOOLS/nvme_uring" "$gen" 1 $((lba + 5242880 / bs)) --iopoll >"$dir/uring-poll.txt"
+    if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-2"; fi
 }
 
 line() { grep "^$2 " "$1" || echo "$2 missing"; }
 
 test_nvme_io_c_reference() {
-    modprobe nvme
+    modprobe nvme poll_queues=1
     wait_dev /dev/nvme0n1
-    collect "$C_DIR" /dev/nvme0 /dev/nvme0n1
+    wait_chr /dev/ng0n1
+    collect "$C_DIR" /dev/nvme0 /dev/nvme0n1 /dev/ng0n1
     cat "$C_DIR"/*.txt
     unload_module nvme
     unload_module nvme_core 2>/dev/null || true
@@ -60,9 +73,10 @@ test_nvme_io_c_reference() {
 }
 
 test_nvme_io_rust_answers() {
-    load_nvme
+    load_nvme poll_queues=1
+    wait_chr $GEN
     dmesg -c >/dev/null
-    collect "$R_DIR" $CDEV $DEV
+    collect "$R_DIR" $CDEV $DEV $GEN
     cat "$R_DIR"/*.txt
     unload_nvme
 }
@@ -190,6 +204,140 @@ test_nvme_io_passthru_under_fio() {
     unload_nvme
 }
 
+# io_uring passthrough (NVME_URING_CMD_IO, _VEC) on /dev/rng0n1, with nvme_uring: data written
+# and read back (one buffer, odd vectors, a buffer at an odd address), the answers to bad input
+# those of the C driver's /dev/ng0n1 on the same controller and the region unchanged after
+# them, interrupt-driven and polled; root only.
+test_nvme_uring_answers_like_c() {
+    local f k mode
+    for mode in uring uring-poll; do
+        f=$R_DIR/$mode.txt
+        [[ -s $f ]] || fail "no io_uring answers from rust_nvme_mq ($mode)"
+        echo "== $mode"
+        cat "$f"
+        for k in write read vec_write vec_read unaligned_read; do
+            expect_eq "$mode $k" "$(line $f $k)" "$k res=0"
+        done
+        for k in read_data vec_read_data unaligned_read_data after_bad_data; do
+            expect_eq "$mode $k" "$(line $f $k)" "$k ok"
+        done
+        for k in wrong_nsid flags metadata; do
+            expect_eq "$mode $k" "$(line $f $k)" "$k res=EINVAL"
+        done
+        expect_eq "$mode shorter buffer than the blocks" "$(line $f short_buffer_write)" "short_buffer_write res=sc=0xf"
+        expect_eq "$mode LBA out of range" "$(line $f lba_out_of_range)" "lba_out_of_range res=sc=0x80"
+        expect_eq "$mode 64-byte SQEs" "$(line $f small_sqe)" "small_sqe res=EOPNOTSUPP"
+        # Different from C, which lets the unprivileged caller of a file opened for writing
+        # read and write (nvme_cmd_allowed): root only here, like the other passthrough.
+        expect_eq "$mode unprivileged read" "$(line $f unpriv_read)" "unpriv_read res=EACCES"
+        expect_eq "$mode unprivileged write" "$(line $f unpriv_write)" "unpriv_write res=EACCES"
+        for k in write read read_data vec_write vec_read vec_read_data unaligned_read \
+            unaligned_read_data wrong_nsid flags metadata short_buffer_write long_buffer_write \
+            bad_address_write bad_vector_write bad_vector_array bad_cmd_op lba_out_of_range \
+            too_long small_sqe after_bad_data; do
+            expect_eq "$mode $k like the C driver" "$(line $f $k)" "$(line $C_DIR/$mode.txt $k)"
+        done
+    done
+    # Different from C, which sends it without a data pointer (the controller would write to
+    # bus address 0).
+    expect_eq "read without data" "$(line $R_DIR/uring.txt read_no_data)" "read_no_data res=EINVAL"
+}
+
+# The commands of an IORING_SETUP_IOPOLL ring go to the poll queue and are found by polling;
+# the others are not.
+test_nvme_uring_polled() {
+    local p0 p1 p2
+    read -r p0 <$R_DIR/polled-0
+    read -r p1 <$R_DIR/polled-1
+    read -r p2 <$R_DIR/polled-2
+    echo "polled completions: $((p1 - p0)) during the interrupt-driven run, $((p2 - p1)) during the polled one"
+    expect_eq "polled completions without IOPOLL" $((p1 - p0)) 0
+    # 9 commands of the polled run reach the controller (5 good, 3 it refuses, the check).
+    [[ $((p2 - p1)) -ge 9 ]] || fail "only $((p2 - p1)) polled completions for the IOPOLL ring"
+}
+
+# fio's io_uring_cmd engine on /dev/rng0n1 writes and verifies 32 MiB, interrupt-driven and
+# polled (--hipri); fio on the block device then verifies what the passthrough wrote.
+test_nvme_uring_fio_verify() {
+    load_nvme poll_queues=1
+    wait_chr $GEN
+    local p0 p1 mode job at hipri
+    p0=$(sum_col polled)
+    for mode in irq poll; do
+        job=(--name=u --rw=randwrite --bs=4k --iodepth=16 --size=32M --verify=crc32c
+            --verify_fatal=1 --randseed=7 --output-format=terse)
+        at=(--offset=0) hipri=()
+        if [[ $mode == poll ]]; then at=(--offset=64M) hipri=(--hipri); fi
+        fio "${job[@]}" "${at[@]}" --ioengine=io_uring_cmd --cmd_type=nvme "${hipri[@]}" \
+            --filename=$GEN --do_verify=1 --output=/tmp/uring-$mode.out ||
+            { cat /tmp/uring-$mode.out; fail "fio io_uring_cmd ($mode) failed"; }
+        fio_verified /tmp/uring-$mode.out
+        if [[ $mode == irq ]]; then p1=$(sum_col polled); fi
+        # The same job, verify only, through the block device.
+        fio "${job[@]}" "${at[@]}" --ioengine=io_uring --direct=1 --filename=$DEV \
+            --verify_only=1 --output=/tmp/uring-$mode-blk.out ||
+            { cat /tmp/uring-$mode-blk.out; fail "what io_uring_cmd ($mode) wrote does not verify on $DEV"; }
+        echo "$mode: verified again through $DEV"
+    done
+    local p2 sub com
+    p2=$(sum_col polled)
+    echo "polled completions: $((p1 - p0)) interrupt-driven run, $((p2 - p1)) polled run"
+    expect_eq "polled completions of the interrupt-driven run" $((p1 - p0)) 0
+    # 8192 writes and 8192 verifying reads of the polled run (the block device's reads are not
+    # polled).
+    [[ $((p2 - p1)) -ge 16384 ]] || fail "only $((p2 - p1)) polled completions for fio --hipri"
+    sub=$(sum_col submitted)
+    com=$(sum_col completed)
+    expect_eq "submitted = completed" "$sub" "$com"
+    unload_nvme
+}
+
+# The controller is unbound while fio runs io_uring passthrough on /dev/rng0n1: the unbind
+# finishes, fio gets errors (not a hang), the kernel warns of nothing; bound again, the generic
+# device is back and verifies.
+test_nvme_uring_unbind_under_io() {
+    load_nvme poll_queues=1
+    wait_chr $GEN
+    local pci args
+    pci=$(basename "$(readlink -f /sys/block/rnvme0n1/device 2>/dev/null || readlink -f /sys/class/misc/rng0n1/device)")
+    [[ $pci == 0000:* ]] || fail "no PCI function for rnvme0 (got '$pci')"
+    args=(--name=u --filename=$GEN --ioengine=io_uring_cmd --cmd_type=nvme --rw=randrw --bs=4k
+        --iodepth=32 --size=64M --time_based --runtime=30 --output-format=terse)
+    fio "${args[@]}" --output=/tmp/ub-irq.out &
+    local irq=$!
+    fio "${args[@]}" --hipri --output=/tmp/ub-poll.out &
+    local poll=$!
+    # Passthrough requests are not in the disk's statistics: wait on the driver's counters.
+    local start i
+    start=$(sum_col submitted)
+    for i in $(seq 300); do
+        (($(sum_col submitted) >= start + 256)) && break
+        sleep 0.1
+    done
+    (($(sum_col submitted) >= start + 256)) || fail "fio's passthrough did not start within 30 s"
+    local t0=$SECONDS
+    echo "$pci" >/sys/bus/pci/drivers/rust_nvme_mq/unbind
+    echo "unbind took $((SECONDS - t0)) s"
+    # Not the 30 s of an I/O timeout: the polled commands in flight were reaped by polling.
+    ((SECONDS - t0 < 10)) || fail "the unbind took $((SECONDS - t0)) s"
+    [[ ! -e $GEN ]] || fail "$GEN still there after the unbind"
+    local rc_irq=0 rc_poll=0
+    wait $irq || rc_irq=$?
+    wait $poll || rc_poll=$?
+    echo "fio after the unbind: exit $rc_irq (interrupt-driven), $rc_poll (polled)"
+    tail -n 3 /tmp/ub-irq.out /tmp/ub-poll.out
+    [[ $rc_irq -ne 0 && $rc_poll -ne 0 ]] || fail "fio did not see the device go"
+    echo "$pci" >/sys/bus/pci/drivers/rust_nvme_mq/bind
+    wait_dev $DEV
+    wait_chr $GEN
+    fio --name=v --filename=$GEN --ioengine=io_uring_cmd --cmd_type=nvme --rw=randwrite --bs=4k \
+        --iodepth=8 --size=8M --verify=crc32c --verify_fatal=1 --do_verify=1 \
+        --output-format=terse --output=/tmp/ub-after.out ||
+        { cat /tmp/ub-after.out; fail "fio io_uring_cmd after the rebind failed"; }
+    fio_verified /tmp/ub-after.out
+    unload_nvme
+}
+
 t nvme_io_c_reference
 t nvme_io_rust_answers
 t nvme_io_write_then_dd
@@ -197,5 +345,9 @@ t nvme_io_dd_then_read
 t nvme_io_flush_and_status_like_c
 t nvme_io_edge_cases
 t nvme_io_submit_and_vec
+t nvme_uring_answers_like_c
+t nvme_uring_polled
+t nvme_uring_fio_verify
+t nvme_uring_unbind_under_io
 t nvme_io_passthru_under_fio
 t_kernel_clean nvme_io_kernel_clean
