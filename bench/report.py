@@ -27,6 +27,9 @@ TARGETS = {
     "pmem_c_vs_brd": (None, None, "the C anchor"),
     "pmem_ctx_ratio": (None, None, "fewer switches with nowait"),
     "nvme_rust_vs_c": ("ge", 1.0, ">= 1.00"),
+    "nvme_pt_rust_vs_c": (None, None, "io_uring passthrough: C's cost over Rust's"),
+    "nvme_pt_vs_block_rust": (None, None, "Rust: block path cost over passthrough's"),
+    "nvme_pt_vs_block_c": (None, None, "C: block path cost over passthrough's"),
     "nvme_null_scaling": ("ge", 0.9, ">= 0.90 (device-bound)"),
     "nvme_skew_aggregate_ratio": ("ge", 1.3, ">= 1.30"),
     "nvme_skew_fairness_on": ("le", 1.10, "<= 1.10"),
@@ -161,6 +164,10 @@ def ratios_pmem(p):
 NVME_MIN_BUSY = 0.85
 
 
+# io_uring passthrough on the generic devices, same load (optional in older results).
+PT_CFGS = ("nvme_rust_pt", "nvme_c_pt")
+
+
 def ratios_nvme(p):
     cfgs = ("nvme_rust", "nvme_c")
     values = {}
@@ -172,11 +179,21 @@ def ratios_nvme(p):
                       f"(it waited for QEMU's host threads; a busy host?), left out")
                 return False
             return True
-        valid = {r for r in p.rounds(*cfgs) if all([full_load(c, r) for c in cfgs])}
+        pt = all(c in p.runs for c in PT_CFGS)
+        every = cfgs + (PT_CFGS if pt else ())
+        valid = {r for r in p.rounds(*every) if all([full_load(c, r) for c in every])}
+
+        def cost_ratio(a, b):  # cost of a over cost of b, per valid round
+            return [p.instr_per_io(a, r, True) / p.instr_per_io(b, r, True) for r in sorted(valid)]
         # Busy guest instructions per I/O; the ratio is C's cost over Rust's (> 1: Rust cheaper).
-        res = {"nvme_rust_vs_c": [p.instr_per_io("nvme_c", r, True) / p.instr_per_io("nvme_rust", r, True)
-                                  for r in sorted(valid)]}
-        for key, cfg in (("nvme_instr_per_io_rust", "nvme_rust"), ("nvme_instr_per_io_c", "nvme_c")):
+        res = {"nvme_rust_vs_c": cost_ratio("nvme_c", "nvme_rust")}
+        keys = [("nvme_instr_per_io_rust", "nvme_rust"), ("nvme_instr_per_io_c", "nvme_c")]
+        if pt:
+            res["nvme_pt_rust_vs_c"] = cost_ratio("nvme_c_pt", "nvme_rust_pt")
+            res["nvme_pt_vs_block_rust"] = cost_ratio("nvme_rust", "nvme_rust_pt")
+            res["nvme_pt_vs_block_c"] = cost_ratio("nvme_c", "nvme_c_pt")
+            keys += [("nvme_instr_per_io_rust_pt", "nvme_rust_pt"), ("nvme_instr_per_io_c_pt", "nvme_c_pt")]
+        for key, cfg in keys:
             values[key] = [p.instr_per_io(cfg, r, True) for r in sorted(valid)]
         if len(valid) < 3:
             print(f"  warning: only {len(valid)} of {len(p.rounds(*cfgs))} rounds at full load: rerun for a 3-round median")
@@ -239,13 +256,13 @@ def ratios_poll(p):
 
 CONFIGS = {
     "pmem": ["rust_nowait0", "rust_nowait1", "c_nowait0", "c_nowait1", "brd"],
-    "nvme": ["nvme_rust", "nvme_c"],
+    "nvme": ["nvme_rust", "nvme_c", "nvme_rust_pt", "nvme_c_pt"],
     "overflow": ["scale_lo", "scale_hi", "skew_off", "skew_on", "deep_off", "deep_on", "fewq_off", "fewq_on"],
     "poll": ["poll_irq", "poll_hipri"],
 }
 PART_KEYS = {  # keys in bench.json each part writes (plus <key>_min, _max, _rounds, ...)
     "pmem": ["pmem_"],
-    "nvme": ["nvme_rust_vs_c", "nvme_instr_per_io"],
+    "nvme": ["nvme_rust_vs_c", "nvme_instr_per_io", "nvme_pt_"],
     "overflow": ["nvme_null_scaling", "nvme_skew", "nvme_deep", "nvme_fewq"],
     "poll": ["poll_"],
 }

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 # NVMe CPU cost, one boot: rust_nvme_mq vs the C nvme driver on QEMU's emulated NVMe (raw image),
 # fio io_uring 4k randread, JOBS jobs x iodepth 16 (the same load for both drivers, default
-# queue depths). Configurations alternate in every round; results go out as chunked "BENCH"
-# lines plus a "STAT" line of CPU ticks per run (bench-lib.sh).
+# queue depths); and the same load through io_uring passthrough on the generic devices
+# (/dev/rng0n1, C's /dev/ng0n1: fio io_uring_cmd), for passthrough vs the block path.
+# Configurations alternate in every round; results go out as chunked "BENCH" lines plus a
+# "STAT" line of CPU ticks per run (bench-lib.sh).
 #
 # Usage: bench-nvme.sh [ROUNDS] [RUNTIME_S] [JOBS]
 # The host's `make bench` boots this with 1 vCPU under QEMU's icount: the one vCPU is kept
@@ -27,12 +29,14 @@ attach() { # CONFIG -> prints the device
     case $1 in
         nvme_rust) insmod "$MODDIR/rust_nvme_mq.ko"; wait_dev $RUST_DEV; echo $RUST_DEV ;;
         nvme_c) modprobe nvme; wait_dev $C_DEV; echo $C_DEV ;;
+        nvme_rust_pt) insmod "$MODDIR/rust_nvme_mq.ko"; wait_dev $RUST_DEV; wait_chr /dev/rng0n1; echo /dev/rng0n1 ;;
+        nvme_c_pt) modprobe nvme; wait_dev $C_DEV; wait_chr /dev/ng0n1; echo /dev/ng0n1 ;;
     esac
 }
 detach() {
     case $1 in
-        nvme_rust) unload_module rust_nvme_mq ;;
-        nvme_c) unload_module nvme ;;
+        nvme_rust*) unload_module rust_nvme_mq ;;
+        nvme_c*) unload_module nvme ;;
     esac
 }
 
@@ -43,10 +47,12 @@ for i in $(seq 0 $((JOBS - 1))); do
 done
 echo "bench: nvme CPU cost, $NCPU vCPUs, $JOBS jobs x iodepth $IODEPTH, $ROUNDS rounds of $RUNTIME s" >&2
 for round in $(seq "$ROUNDS"); do
-    for cfg in nvme_rust nvme_c; do
+    for cfg in nvme_rust nvme_c nvme_rust_pt nvme_c_pt; do
         dev=$(attach $cfg)
+        engine=(--direct=1 --ioengine=io_uring)
+        [[ $cfg != *_pt ]] || engine=(--ioengine=io_uring_cmd --cmd_type=nvme)
         # Global options first: fio applies them to every job that follows.
-        bench_fio $cfg "$round" --filename=$dev --direct=1 --ioengine=io_uring --rw=randread \
+        bench_fio $cfg "$round" --filename=$dev "${engine[@]}" --rw=randread \
             --bs=4k --iodepth=$IODEPTH --time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
             --norandommap --randrepeat=1 --group_reporting "${jobs[@]}"
         [[ $cfg == nvme_rust ]] && queues $cfg "$round"
