@@ -113,7 +113,11 @@
 //! Each controller has a character device `/dev/rnvme<C>` (root only) with the admin
 //! passthrough ioctls (`NVME_IOCTL_ADMIN_CMD`, `NVME_IOCTL_ADMIN64_CMD`),
 //! `NVME_IOCTL_RESET` and `NVME_IOCTL_RESCAN`; the disks answer `NVME_IOCTL_ID` and the same
-//! controller ioctls except the rescan (as in C). Admin commands from user space run on the
+//! controller ioctls except the rescan (as in C). Each namespace also has a generic character
+//! device `/dev/rng<C>n<N>` (root only, like C's `/dev/ng<C>n<N>`) with the disk's ioctls and
+//! io_uring passthrough (`NVME_URING_CMD_IO`, `_VEC`: a driver-private request with the user's
+//! memory mapped, completed from the ring's task work; polled on the poll queues for an
+//! `IORING_SETUP_IOPOLL` ring), `rust_nvme_mq/generic.rs`. Admin commands from user space run on the
 //! admin queue with their data in a bounce buffer (at most 256 KiB), with the C driver's
 //! permission checks; see `rust_nvme_mq/ioctl.rs`. A rescan (`nvme ns-rescan`) runs probe's
 //! namespace scan again: it reads the active namespace list, adds disks for new namespaces,
@@ -169,7 +173,8 @@
 //! | `admin` | the admin queue and its commands, the one Identify path (the queue's buffer) |
 //! | `queueset` | `QueueSet`: the I/O queues, CPU-to-queue map, vectors, queue selection and lending, IRQ handlers, counters |
 //! | `ctrl` | `Ctrl`: state, admin queue, queue set, disk list; bring-up, reset, removal, shutdown |
-//! | `ioctl` | `Passthru`: the admin and I/O passthrough ioctls and their bounce buffer |
+//! | `ioctl` | `Passthru`: the admin and I/O passthrough ioctls and their bounce buffer, io_uring passthrough commands |
+//! | `generic` | `/dev/rng<C>n<N>`: a namespace's generic device (its ioctls, io_uring commands and polling) |
 //! | `ns` | blk-mq callbacks of the disks, their tag set, `Namespaces`: the one namespace scan (probe and rescan) |
 //! | `rescan` | `NVME_IOCTL_RESCAN` |
 //! | `ident` | namespace identifiers and the disk attributes that show them |
@@ -196,8 +201,8 @@
 //! `NVME_QUIRK_BOGUS_NID` (identifiers ignored, `wwid` made of vendor, serial, model and nsid)
 //! unless `bogus_nid_quirk=0`.
 //!
-//! Not implemented: `NVME_IOCTL_SUBSYS_RESET`, io_uring passthrough (and the per-namespace
-//! generic character devices it needs), metadata/protection information,
+//! Not implemented: `NVME_IOCTL_SUBSYS_RESET`, admin commands over io_uring,
+//! metadata/protection information,
 //! namespaces with LBA formats that carry metadata, reset on CSTS.CFS outside a timeout, the
 //! `nuse` and `passthru_err_log_enabled` disk attributes, noticing on a rescan that a namespace
 //! was replaced under the same nsid.
