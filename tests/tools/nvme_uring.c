@@ -165,7 +165,7 @@ int main(int argc, char **argv)
 	unsigned nsid, bs, blocks;
 	unsigned long long lba, res2 = 0, nlba;
 	int dev, iopoll = 0, no_data_read = 0, ret;
-	unsigned char *buf, *back, *want;
+	unsigned char *buf, *back, *want, *big;
 	struct nvme_uring_cmd c;
 	struct iovec iov[3];
 
@@ -204,6 +204,7 @@ int main(int argc, char **argv)
 	buf = aligned_alloc(4096, 65536);
 	back = aligned_alloc(4096, 65536);
 	want = aligned_alloc(4096, 65536);
+	big = aligned_alloc(4096, 65536);
 	if (ring_setup(&r, IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |
 			   (iopoll ? IORING_SETUP_IOPOLL : 0)))
 		die("io_uring_setup");
@@ -257,7 +258,15 @@ int main(int argc, char **argv)
 	report("metadata", submit(&r, dev, NVME_URING_CMD_IO, &c, &res2));
 	c = io(NVME_WRITE, nsid, lba, blocks, buf, 4096);
 	report("short_buffer_write", submit(&r, dev, NVME_URING_CMD_IO, &c, &res2));
-	c = io(NVME_WRITE, nsid, lba, blocks, buf, 16384);
+	/*
+	 * A buffer longer than the blocks: refused or not depending on how the controller sees
+	 * the SGL (QEMU refuses several descriptors, takes one long one, which is what an IOMMU
+	 * merging the pages gives): its first 8 KiB are what the region holds, so either way
+	 * the region stays the same.
+	 */
+	memcpy(big, want, 8192);
+	fill(big + 8192, 8192, 5);
+	c = io(NVME_WRITE, nsid, lba, blocks, big, 16384);
 	report("long_buffer_write", submit(&r, dev, NVME_URING_CMD_IO, &c, &res2));
 	c = io(NVME_WRITE, nsid, lba, blocks, (void *)8, 8192);
 	report("bad_address_write", submit(&r, dev, NVME_URING_CMD_IO, &c, &res2));
