@@ -227,6 +227,7 @@ test_nvme_uring_answers_like_c() {
         expect_eq "$mode shorter buffer than the blocks" "$(line $f short_buffer_write)" "short_buffer_write res=sc=0xf"
         expect_eq "$mode LBA out of range" "$(line $f lba_out_of_range)" "lba_out_of_range res=sc=0x80"
         expect_eq "$mode 64-byte SQEs" "$(line $f small_sqe)" "small_sqe res=EOPNOTSUPP"
+        expect_eq "$mode more than the largest transfer" "$(line $f too_long)" "too_long res=EINVAL"
         # Different from C, which lets the unprivileged caller of a file opened for writing
         # read and write (nvme_cmd_allowed): root only here, like the other passthrough.
         expect_eq "$mode unprivileged read" "$(line $f unpriv_read)" "unpriv_read res=EACCES"

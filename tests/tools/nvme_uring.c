@@ -279,8 +279,20 @@ int main(int argc, char **argv)
 	report("bad_cmd_op", submit(&r, dev, NVME_URING_CMD_IO + 0x100, &c, &res2));
 	c = io(NVME_READ, nsid, nlba, 1, back, bs);
 	report("lba_out_of_range", submit(&r, dev, NVME_URING_CMD_IO, &c, &res2));
-	c = io(NVME_READ, nsid, lba, blocks, back, 8192 * 1024);
-	report("too_long", submit(&r, dev, NVME_URING_CMD_IO, &c, &res2));
+	/*
+	 * 8 MiB, more than either driver transfers at once, all of it mapped (so that the answer
+	 * is the length check's, not a fault somewhere past the queue's limit).
+	 */
+	{
+		unsigned char *huge = aligned_alloc(4096, 8 << 20);
+
+		if (!huge)
+			die("allocating 8 MiB");
+		memset(huge, 0, 8 << 20);
+		c = io(NVME_READ, nsid, lba, blocks, huge, 8 << 20);
+		report("too_long", submit(&r, dev, NVME_URING_CMD_IO, &c, &res2));
+		free(huge);
+	}
 	if (no_data_read) {
 		c = io(NVME_READ, nsid, lba, blocks, NULL, 0);
 		report("read_no_data", submit(&r, dev, NVME_URING_CMD_IO, &c, &res2));
