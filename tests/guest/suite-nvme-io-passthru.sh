@@ -232,8 +232,12 @@ test_nvme_uring_answers_like_c() {
         # read and write (nvme_cmd_allowed): root only here, like the other passthrough.
         expect_eq "$mode unprivileged read" "$(line $f unpriv_read)" "unpriv_read res=EACCES"
         expect_eq "$mode unprivileged write" "$(line $f unpriv_write)" "unpriv_write res=EACCES"
+        # Not long_buffer_write: QEMU takes a buffer longer than the blocks as one SGL data
+        # block and refuses it as several, which depends on how the pages lie (physically
+        # contiguous pages are one segment for C, an IOMMU merges them): either way the
+        # region is unchanged (after_bad_data).
         for k in write read read_data vec_write vec_read vec_read_data unaligned_read \
-            unaligned_read_data wrong_nsid flags metadata short_buffer_write long_buffer_write \
+            unaligned_read_data wrong_nsid flags metadata short_buffer_write \
             bad_address_write bad_vector_write bad_vector_array bad_cmd_op lba_out_of_range \
             too_long small_sqe after_bad_data; do
             expect_eq "$mode $k like the C driver" "$(line $f $k)" "$(line $C_DIR/$mode.txt $k)"
