@@ -85,6 +85,15 @@ impl<T: Send + Sync> Link<T> {
     }
 }
 
+/// A link cut when this is dropped ([`Link::cut`]).
+pub(crate) struct CutOnDrop<T: Send + Sync>(pub(crate) Arc<Link<T>>);
+
+impl<T: Send + Sync> Drop for CutOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.cut();
+    }
+}
+
 /// The misc device type of controller character devices.
 pub(crate) struct CtrlChardev;
 

@@ -8,7 +8,11 @@
 //! the namespace's disk ([`NsDisk`](crate::ctrl::NsDisk)): it goes first, its files' polling
 //! last.
 
-use crate::{chardev::Link, ioctl::Passthru, request::NvmeOps};
+use crate::{
+    chardev::{CutOnDrop, Link},
+    ioctl::Passthru,
+    request::NvmeOps,
+};
 use kernel::{
     block::mq::gen_disk::GenDisk,
     device::Device,
@@ -81,27 +85,15 @@ impl MiscDevice for NsChardev {
 }
 
 /// The registered generic device of a namespace: when dropped, the submit link is cut
-/// (waiting for the calls that run) and the device removed; files still open fail with
+/// (waiting for the calls that run), then the device removed; files still open fail with
 /// `ENODEV`, but still poll until the [`PollLink`] is dropped.
 pub(crate) struct Generic {
-    submit: Arc<Link<NsAccess>>,
+    _submit: CutOnDrop<NsAccess>,
     _reg: Pin<KBox<MiscDeviceRegistration<NsChardev>>>,
 }
 
-impl Drop for Generic {
-    fn drop(&mut self) {
-        self.submit.cut();
-    }
-}
-
 /// The poll link of a generic device's files; cut when dropped, after the disk is removed.
-pub(crate) struct PollLink(Arc<Link<Passthru>>);
-
-impl Drop for PollLink {
-    fn drop(&mut self) {
-        self.0.cut();
-    }
-}
+pub(crate) type PollLink = CutOnDrop<Passthru>;
 
 /// Register `/dev/rng<index>n<nsid>` for `ns`, a child of `dev` (the PCI function).
 pub(crate) fn register(ns: NsAccess, index: u32, dev: &Device) -> Result<(Generic, PollLink)> {
@@ -120,5 +112,11 @@ pub(crate) fn register(ns: NsAccess, index: u32, dev: &Device) -> Result<(Generi
         MiscDeviceRegistration::register_with_parent(opts, name, dev.into(), links),
         GFP_KERNEL,
     )?;
-    Ok((Generic { submit, _reg: reg }, PollLink(poll)))
+    Ok((
+        Generic {
+            _submit: CutOnDrop(submit),
+            _reg: reg,
+        },
+        CutOnDrop(poll),
+    ))
 }

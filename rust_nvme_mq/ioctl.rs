@@ -87,6 +87,21 @@ impl PassthruCmd {
     fn is_write(&self) -> bool {
         is_write(self.opcode)
     }
+
+    /// The user memory the command names, to map into its request: `data_len` bytes at
+    /// `addr`, or, `vectored`, the buffers of `data_len` `struct iovec` at `addr`.
+    fn user_data(&self, vectored: bool) -> Result<UserData> {
+        let addr = UserPtr::from_addr(usize::try_from(self.addr)?);
+        let len = usize::try_from(self.data_len)?;
+        Ok(if vectored {
+            UserData::Vectors {
+                iov: addr,
+                count: len,
+            }
+        } else {
+            UserData::Buffer { addr, len }
+        })
+    }
 }
 
 /// Whether a command with `opcode` moves data to the controller (C's `nvme_is_write()`).
@@ -516,18 +531,9 @@ impl Passthru {
     /// length must be checked against the buffers first, which is not done here).
     fn io_cmd_vec(&self, nsid: u32, arg: usize) -> Result<i32> {
         let c = read_cmd(arg, Layout::Cmd64)?;
-        if c.has_flags_or_metadata() || c.nsid != nsid {
-            return Err(EINVAL);
-        }
-        if !capable(Capability::SYS_ADMIN) {
-            return Err(EACCES);
-        }
-        if !self.sgl {
-            return Err(EOPNOTSUPP);
-        }
-        let iov = UserPtr::from_addr(usize::try_from(c.addr)?);
-        let count = usize::try_from(c.data_len)?;
-        let data = UserData::Vectors { iov, count };
+        check_mapped(&c, nsid)?;
+        self.require_sgl()?;
+        let data = c.user_data(true)?;
         let sqe = c.sqe();
         let (status, result) =
             self.run_mapped(nsid, c.is_write(), c.timeout(), |_| Ok((sqe, data)))?;
@@ -590,34 +596,41 @@ impl Passthru {
             .get(..size_of::<PassthruCmd>())
             .ok_or(EINVAL)?;
         let c = PassthruCmd::read_from_bytes(bytes).map_err(|_| EINVAL)?;
-        if c.has_flags_or_metadata() || c.nsid != nsid {
-            return Err(EINVAL);
-        }
-        if !capable(Capability::SYS_ADMIN) {
-            return Err(EACCES);
-        }
-        let len = usize::try_from(c.data_len)?;
-        if len == 0 {
+        check_mapped(&c, nsid)?;
+        if c.data_len == 0 {
             return if c.opcode & 3 != 0 {
                 Err(EINVAL)
             } else {
                 Ok((c, None))
             };
         }
-        if !self.sgl {
-            return Err(EOPNOTSUPP);
-        }
-        let addr = UserPtr::from_addr(usize::try_from(c.addr)?);
-        let data = if vectored {
-            UserData::Vectors {
-                iov: addr,
-                count: len,
-            }
-        } else {
-            UserData::Buffer { addr, len }
-        };
+        self.require_sgl()?;
+        let data = c.user_data(vectored)?;
         Ok((c, Some(data)))
     }
+
+    /// Passthrough with the user's memory mapped needs a controller that takes SGLs
+    /// (`EOPNOTSUPP` otherwise): the SGL is what keeps the controller to the buffers.
+    fn require_sgl(&self) -> Result {
+        if self.sgl {
+            Ok(())
+        } else {
+            Err(EOPNOTSUPP)
+        }
+    }
+}
+
+/// The checks of an I/O command for namespace `nsid` whose data is mapped into its request
+/// (the vectored ioctl, io_uring): no flags or metadata, and the namespace's nsid (`EINVAL`);
+/// root only (`EACCES`).
+fn check_mapped(c: &PassthruCmd, nsid: u32) -> Result {
+    if c.has_flags_or_metadata() || c.nsid != nsid {
+        return Err(EINVAL);
+    }
+    if !capable(Capability::SYS_ADMIN) {
+        return Err(EACCES);
+    }
+    Ok(())
 }
 
 /// Read a `struct nvme_passthru_cmd` (or `struct nvme_passthru_cmd64`) from user address

@@ -10,6 +10,8 @@ load_nvme() { # a failed test may have left it loaded
     umount /mnt/n 2>/dev/null || true
     [[ ! -e /sys/module/rust_nvme_mq ]] || unload_module rust_nvme_mq
     insmod "$MODDIR/rust_nvme_mq.ko" "$@"; wait_dev $DEV; }
+# rust_bdf: the PCI address of the controller rust_nvme_mq is bound to.
+rust_bdf() { basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)"; }
 unload_nvme() { unload_module rust_nvme_mq; [[ ! -e $DEV ]] || fail "$DEV still there after rmmod"; }
 # qstat QID COLUMN: a counter of I/O queue QID (columns: see the header line of $STATS).
 qstat() {

@@ -65,7 +65,7 @@ test_nvme_cli_chardev_node() {
     expect_eq "mode and owner like /dev/nvme0" "$(stat -c '%a %u' $CDEV)" "$(cat "$C_DIR.mode")"
     expect_eq "mode" "$(stat -c '%a %u' $CDEV)" "600 0"
     local bdf
-    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    bdf=$(rust_bdf)
     expect_eq "sysfs parent of rnvme0" "$(basename "$(readlink -f /sys/class/misc/rnvme0/device)")" "$bdf"
     # An open character device pins the module, as an open disk does.
     exec 7<>$CDEV
@@ -122,7 +122,7 @@ test_nvme_cli_disk_open_across_unbind() {
     # the last close frees the rest.
     load_nvme
     local bdf out
-    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    bdf=$(rust_bdf)
     out=$("$TOOLS/nvme_passthru" --unbind $DEV /sys/bus/pci/drivers/rust_nvme_mq/unbind "$bdf")
     echo "$out"
     expect_eq "id" "$(grep ^ioctl_id <<<"$out")" "ioctl_id_after_unbind rc=-1 errno=ENXIO"
@@ -267,7 +267,7 @@ test_nvme_cli_open_across_unbind() {
     # else happens; closing it later frees what it held.
     load_nvme
     local bdf out
-    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    bdf=$(rust_bdf)
     out=$("$TOOLS/nvme_passthru" --unbind $CDEV /sys/bus/pci/drivers/rust_nvme_mq/unbind "$bdf")
     echo "$out"
     [[ ! -e $CDEV ]] || fail "$CDEV still there after unbind"
@@ -366,7 +366,7 @@ test_nvme_cli_admin_hung_unbind() {
     dmesg -c >/dev/null
     load_nvme admin_timeout=30
     local bdf start ms pid
-    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    bdf=$(rust_bdf)
     start=$(now_ms)
     hung_admin $CDEV 20000 >/tmp/aer.out 2>&1 &
     pid=$!

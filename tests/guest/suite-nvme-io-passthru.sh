@@ -304,8 +304,8 @@ test_nvme_uring_unbind_under_io() {
     load_nvme poll_queues=1
     wait_chr $GEN
     local pci args
-    pci=$(basename "$(readlink -f /sys/block/rnvme0n1/device 2>/dev/null || readlink -f /sys/class/misc/rng0n1/device)")
-    [[ $pci == 0000:* ]] || fail "no PCI function for rnvme0 (got '$pci')"
+    pci=$(rust_bdf)
+    [[ $pci == 0000:* ]] || fail "no PCI function bound to rust_nvme_mq (got '$pci')"
     args=(--name=u --filename=$GEN --ioengine=io_uring_cmd --cmd_type=nvme --rw=randrw --bs=4k
         --iodepth=32 --size=64M --time_based --runtime=30 --output-format=terse)
     fio "${args[@]}" --output=/tmp/ub-irq.out &
