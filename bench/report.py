@@ -4,11 +4,14 @@
 a chart per part.
 
 The log has "BENCH <config> <round> <chunk> <fio json text>" lines (fio's JSON, chunked),
-"STAT <config> <round> <8 /proc/stat cpu tick deltas>" lines and, for rust_nvme_mq, "QUEUES
-<config> <round> <debugfs line>" lines. Every ratio is computed within one round (the
-configurations alternate inside a round) and reduced to median [min-max] over the rounds.
+"STAT <config> <round> <8 /proc/stat cpu tick deltas>" lines, "INFO <config> <round> setup
+k=v ..." lines (the queue settings of the run: scheduler, hardware queues, iostats, nomerges,
+shadow doorbells) and, for rust_nvme_mq, "QUEUES <config> <round> <debugfs line>" lines.
+Every ratio is computed within one round (the configurations alternate inside a round) and
+reduced to median [min-max] over the rounds; every driver ratio is printed with the setup of
+both sides, and a difference in what the ratio does not name is reported as a warning.
 
-    report.py LOG --part pmem|nvme|overflow|poll --mode icount|wall [--results DIR]
+    report.py LOG --part pmem|nvme|nvme2|nvme_raw|overflow|poll --mode icount|wall [--results DIR]
     report.py --compare A/bench.json B/bench.json ...   (determinism: every ratio side by side)
 """
 import argparse
@@ -20,16 +23,20 @@ from pathlib import Path
 # Target per bench.json key: (comparison, value, text); comparison "ge"/"le", or None when the
 # value is a reference only. The value may name another key (its measured median).
 TARGETS = {
-    "pmem_rust_vs_c": ("ge", 1.0, ">= 1.00"),
+    "pmem_c_over_rust": ("ge", 0.97, ">= 0.97"),
+    "pmem_c_over_rust_batched": ("ge", 1.0, ">= 1.00"),
     "pmem_nowait_ratio": ("ge", "pmem_c_nowait_ratio", ">= C's gain (same boot)"),
     "pmem_c_nowait_ratio": (None, 1.49, "reference patch on hardware: 1.49"),
     "pmem_rust_vs_brd": ("ge", 0.9, ">= 0.90"),
     "pmem_c_vs_brd": (None, None, "the C anchor"),
     "pmem_ctx_ratio": (None, None, "fewer switches with nowait"),
-    "nvme_rust_vs_c": ("ge", 1.0, ">= 1.00"),
-    "nvme_pt_rust_vs_c": (None, None, "io_uring passthrough: C's cost over Rust's"),
-    "nvme_pt_vs_block_rust": (None, None, "Rust: block path cost over passthrough's"),
-    "nvme_pt_vs_block_c": (None, None, "C: block path cost over passthrough's"),
+    "nvme_c_over_rust_none": ("ge", 1.0, ">= 1.00"),
+    "nvme_c_over_rust_deadline": ("ge", 1.0, ">= 1.00"),
+    "nvme_c_over_rust_none_2cpu": ("ge", 1.0, ">= 1.00"),
+    "nvme_pt_c_over_rust": ("ge", 1.0, ">= 1.00"),
+    "nvme_c_over_rust_batched": (None, None, "C's cost over Rust's, fio batches of 8"),
+    "nvme_raw_c_over_rust_none": (None, None, "raw image (QEMU's I/O threads): second table"),
+    "nvme_raw_c_over_rust_deadline": (None, None, "raw image (QEMU's I/O threads): second table"),
     "nvme_null_scaling": ("ge", 0.9, ">= 0.90 (device-bound)"),
     "nvme_skew_aggregate_ratio": ("ge", 1.3, ">= 1.30"),
     "nvme_skew_fairness_on": ("le", 1.10, "<= 1.10"),
@@ -46,9 +53,14 @@ RATIO_KEYS = list(TARGETS)
 def parse(log):
     """-> runs {config: {round: fio jobs}}, stats {config: {round: tick deltas}}, queues."""
     chunks, stats, queues = {}, {}, {}
+    global SETUP
+    SETUP = {}
     for line in Path(log).read_text(errors="replace").splitlines():
         line = line.rstrip("\r")
-        if line.startswith("BENCH "):
+        if line.startswith("INFO ") and len(line.split()) > 3 and line.split()[3] == "setup":
+            f = line.split()
+            SETUP.setdefault(f[1], {})[int(f[2])] = dict(kv.split("=", 1) for kv in f[4:] if "=" in kv)
+        elif line.startswith("BENCH "):
             _, cfg, rnd, num, text = line.split(" ", 4)
             chunks.setdefault((cfg, int(rnd)), {})[int(num)] = text
         elif line.startswith("STAT "):
@@ -65,6 +77,38 @@ def parse(log):
         except (json.JSONDecodeError, KeyError) as e:
             sys.exit(f"bench report: {log}: the fio output of {cfg} round {rnd} is damaged ({e})")
     return runs, stats, queues
+
+
+# {config: {round: {setting: value}}} from the INFO setup lines of the log being reported.
+SETUP = {}
+
+
+def setup_of(cfg):
+    """The settings of cfg, if every round had the same, else the differing values joined."""
+    per = SETUP.get(cfg, {})
+    out = {}
+    for r in sorted(per):
+        for k, v in per[r].items():
+            out.setdefault(k, [])
+            if v not in out[k]:
+                out[k].append(v)
+    return {k: "/".join(v) for k, v in out.items()}
+
+
+def check_setup(key, a, b, named=()):
+    """Print the setup of both sides of ratio key; warn on any difference not in named.
+    -> {"a": {..}, "b": {..}, "differ": [settings that differ and are not named]}"""
+    sa, sb = setup_of(a), setup_of(b)
+    if not sa and not sb:
+        print(f"  {key}: no setup lines in the log (an older guest script): sides not checked")
+        return {}
+    differ = sorted(k for k in set(sa) | set(sb) if sa.get(k) != sb.get(k) and k not in named)
+    fields = sorted(set(sa) | set(sb))
+    print(f"  {key}: {a} vs {b}: " + ", ".join(
+        f"{k} {sa.get(k, '-')}" + ("" if sa.get(k) == sb.get(k) else f"/{sb.get(k, '-')}") for k in fields))
+    if differ:
+        print(f"  WARNING {key}: the sides differ in {', '.join(differ)}, which the ratio does not name")
+    return {"a": sa, "b": sb, "differ": differ}
 
 
 def busy_share(ticks):
@@ -140,67 +184,105 @@ def ratios_pmem(p):
 
     def ctx(js):
         return sum(j["ctx"] for j in js)
+
+    def cost_c_over_rust(rust, c):  # instructions per I/O = 1e9 / IOPS: C's over Rust's = IOPS ratio
+        return p.per_round(ratio(rust, c), rust, c)
     res = {
         "pmem_nowait_ratio": p.per_round(ratio("rust_nowait1", "rust_nowait0"), "rust_nowait1", "rust_nowait0"),
         "pmem_c_nowait_ratio": p.per_round(ratio("c_nowait1", "c_nowait0"), "c_nowait1", "c_nowait0"),
-        "pmem_rust_vs_c": p.per_round(ratio("rust_nowait1", "c_nowait1"), "rust_nowait1", "c_nowait1"),
+        "pmem_c_over_rust": cost_c_over_rust("rust_nowait1", "c_nowait1"),
         "pmem_rust_vs_brd": p.per_round(ratio("rust_nowait1", "brd"), "rust_nowait1", "brd"),
         "pmem_c_vs_brd": p.per_round(ratio("c_nowait1", "brd"), "c_nowait1", "brd"),
         "pmem_ctx_ratio": p.per_round(ratio("rust_nowait0", "rust_nowait1", ctx), "rust_nowait0", "rust_nowait1"),
     }
+    if "rust_nowait1_b8" in p.runs and "c_nowait1_b8" in p.runs:
+        res["pmem_c_over_rust_batched"] = cost_c_over_rust("rust_nowait1_b8", "c_nowait1_b8")
+    print("\npmem: what the two sides of each driver ratio share (rust_pmem is blk-mq, nd_pmem bio-based:"
+          " hardware queues differ by design)")
+    setups = {}
+    for key, a, b in (("pmem_c_over_rust", "rust_nowait1", "c_nowait1"),
+                      ("pmem_c_over_rust_batched", "rust_nowait1_b8", "c_nowait1_b8")):
+        if a in p.runs and b in p.runs:
+            setups[key] = check_setup(key, a, b, named=("hwq",))
     values = {}
     if p.mode == "icount":
         for key, cfg in (("pmem_instr_per_io_rust", "rust_nowait1"), ("pmem_instr_per_io_c", "c_nowait1"),
                          ("pmem_instr_per_io_rust_nowait0", "rust_nowait0"),
-                         ("pmem_instr_per_io_c_nowait0", "c_nowait0"), ("pmem_instr_per_io_brd", "brd")):
+                         ("pmem_instr_per_io_c_nowait0", "c_nowait0"), ("pmem_instr_per_io_brd", "brd"),
+                         ("pmem_instr_per_io_rust_batched", "rust_nowait1_b8"),
+                         ("pmem_instr_per_io_c_batched", "c_nowait1_b8")):
             if cfg in p.runs:
                 values[key] = [p.instr_per_io(cfg, r, False) for r in sorted(p.runs[cfg])]
-    return res, values
+        for cfg in p.runs:
+            b = [100 * busy_share(t) for t in p.stats.get(cfg, {}).values()]
+            if b:
+                values[f"pmem_busy_{cfg}"] = b
+    return res, values, setups
 
 
-# The NVMe CPU-cost part measures at full load: a run whose vCPU was busy less than this share of
-# the time waited for QEMU's host threads (under icount that wait is skipped guest time, and
-# the tick-sampled busy share cannot separate it), so it is reported and left out.
+# The NVMe CPU-cost parts measure at full load: a run whose vCPUs were busy less than this share
+# of the time waited for QEMU's host threads (under icount that wait is skipped guest time, and
+# the tick-sampled busy share cannot separate it), so its round is reported and left out of
+# that ratio.
 NVME_MIN_BUSY = 0.85
 
+# Per NVMe part: the bench.json prefix and the driver ratios (key suffix, Rust config, C config,
+# what the ratio names). Every ratio is C's busy instructions per I/O over Rust's (> 1: Rust
+# cheaper), per round, over the rounds in which both sides were at full load.
+NVME_PARTS = {
+    # null-co namespace, 1 vCPU (one hardware queue each): the driver's own CPU cost.
+    "nvme": ("nvme", [("c_over_rust_none", "rust_none", "c_none", "driver"),
+                      ("c_over_rust_deadline", "rust_deadline", "c_deadline", "driver"),
+                      ("pt_c_over_rust", "rust_pt", "c_pt", "driver, io_uring passthrough"),
+                      ("c_over_rust_batched", "rust_none_b8", "c_none_b8", "driver, fio batches of 8")]),
+    # null-co namespace, 2 vCPUs (two hardware queues each).
+    "nvme2": ("nvme", [("c_over_rust_none_2cpu", "rust_none", "c_none", "driver")]),
+    # the raw image: QEMU's I/O threads answer, the vCPU may wait (second table).
+    "nvme_raw": ("nvme_raw", [("c_over_rust_none", "rust_none", "c_none", "driver"),
+                              ("c_over_rust_deadline", "rust_deadline", "c_deadline", "driver")]),
+}
+NVME_SUFFIX = {"nvme": "", "nvme2": "_2cpu", "nvme_raw": ""}
 
-# io_uring passthrough on the generic devices, same load (optional in older results).
-PT_CFGS = ("nvme_rust_pt", "nvme_c_pt")
 
+def ratios_nvme(p, part):
+    prefix, specs = NVME_PARTS[part]
+    values, res, setups = {}, {}, {}
 
-def ratios_nvme(p):
-    cfgs = ("nvme_rust", "nvme_c")
-    values = {}
+    def busy(cfg, r):
+        return busy_share(p.stats.get(cfg, {}).get(r, [0] * 8))
+    print(f"\n{part}: what the two sides of each ratio share")
+    for suffix, rust, c, names in specs:
+        if rust not in p.runs or c not in p.runs:
+            continue
+        key = f"{prefix}_{suffix}"
+        setups[key] = check_setup(key, rust, c, named=("dbbuf_used",))
+        rounds = p.rounds(rust, c)
+        if p.mode != "icount":
+            res[key] = [iops(p.runs[rust][r]) / iops(p.runs[c][r]) for r in rounds]
+            continue
+        kept = []
+        for r in rounds:
+            low = [f"{cfg} {100 * busy(cfg, r):.0f}%" for cfg in (rust, c) if busy(cfg, r) < NVME_MIN_BUSY]
+            if low:
+                print(f"  {key} round {r}: {', '.join(low)} busy < {100 * NVME_MIN_BUSY:.0f}%: not at full load"
+                      " (waited for QEMU's host threads), left out")
+            else:
+                kept.append(r)
+        res[key] = [p.instr_per_io(c, r, True) / p.instr_per_io(rust, r, True) for r in kept]
+        # The same without the busy-share correction: plain IOPS, Rust's over C's, every round.
+        res[key + "_iops"] = [iops(p.runs[rust][r]) / iops(p.runs[c][r]) for r in rounds]
+        values[key + "_kept"] = f"{len(kept)}/{len(rounds)}"
+        if len(kept) < 3:
+            print(f"  warning: {key}: only {len(kept)} of {len(rounds)} rounds at full load: rerun for a 3-round median")
+        if suffix.startswith("c_over_rust_none"):
+            bs = [100 * busy(cfg, r) for r in kept for cfg in (rust, c)]
+            if bs:
+                values[f"{prefix}_busy_min_none{NVME_SUFFIX[part]}"] = round(min(bs), 1)
     if p.mode == "icount":
-        def full_load(cfg, r):
-            b = busy_share(p.stats.get(cfg, {}).get(r, [0] * 8))
-            if b < NVME_MIN_BUSY:
-                print(f"  round {r}: {cfg} was busy {100 * b:.0f}% < {100 * NVME_MIN_BUSY:.0f}%: not at full load "
-                      f"(it waited for QEMU's host threads; a busy host?), left out")
-                return False
-            return True
-        pt = all(c in p.runs for c in PT_CFGS)
-        every = cfgs + (PT_CFGS if pt else ())
-        valid = {r for r in p.rounds(*every) if all([full_load(c, r) for c in every])}
-
-        def cost_ratio(a, b):  # cost of a over cost of b, per valid round
-            return [p.instr_per_io(a, r, True) / p.instr_per_io(b, r, True) for r in sorted(valid)]
-        # Busy guest instructions per I/O; the ratio is C's cost over Rust's (> 1: Rust cheaper).
-        res = {"nvme_rust_vs_c": cost_ratio("nvme_c", "nvme_rust")}
-        keys = [("nvme_instr_per_io_rust", "nvme_rust"), ("nvme_instr_per_io_c", "nvme_c")]
-        if pt:
-            res["nvme_pt_rust_vs_c"] = cost_ratio("nvme_c_pt", "nvme_rust_pt")
-            res["nvme_pt_vs_block_rust"] = cost_ratio("nvme_rust", "nvme_rust_pt")
-            res["nvme_pt_vs_block_c"] = cost_ratio("nvme_c", "nvme_c_pt")
-            keys += [("nvme_instr_per_io_rust_pt", "nvme_rust_pt"), ("nvme_instr_per_io_c_pt", "nvme_c_pt")]
-        for key, cfg in keys:
-            values[key] = [p.instr_per_io(cfg, r, True) for r in sorted(valid)]
-        if len(valid) < 3:
-            print(f"  warning: only {len(valid)} of {len(p.rounds(*cfgs))} rounds at full load: rerun for a 3-round median")
-    else:
-        res = {"nvme_rust_vs_c": p.per_round(
-            lambda r: iops(p.runs["nvme_rust"][r]) / iops(p.runs["nvme_c"][r]), *cfgs)}
-    return res, values
+        for cfg in p.runs:
+            values[f"{prefix}_instr_per_io{NVME_SUFFIX[part]}_{cfg}"] = [
+                p.instr_per_io(cfg, r, True) for r in sorted(p.runs[cfg])]
+    return res, values, setups
 
 
 def ratios_overflow(p):
@@ -235,7 +317,7 @@ def ratios_overflow(p):
     if "fewq_on" in R and "fewq_off" in R:
         res["nvme_fewq_aggregate_ratio"] = agg("fewq_on", "fewq_off")
         res["nvme_fewq_light_keep"] = keep("fewq_on", "fewq_off", "light")
-    return res, {}
+    return res, {}, {}
 
 
 def ratios_poll(p):
@@ -251,22 +333,48 @@ def ratios_poll(p):
         "poll_clat_ratio": p.per_round(lambda r: clat(p.runs["poll_hipri"][r]) / clat(p.runs["poll_irq"][r]), *cfgs),
     }
     values = {f"poll_clat_us_{c[5:]}": [clat(p.runs[c][r]) / 1000 for r in p.rounds(*cfgs)] for c in cfgs}
-    return res, values
+    return res, values, {}
 
 
+NVME_CFGS = ["rust_none", "c_none", "rust_deadline", "c_deadline", "rust_pt", "c_pt", "rust_none_b8", "c_none_b8"]
 CONFIGS = {
-    "pmem": ["rust_nowait0", "rust_nowait1", "c_nowait0", "c_nowait1", "brd"],
-    "nvme": ["nvme_rust", "nvme_c", "nvme_rust_pt", "nvme_c_pt"],
+    "pmem": ["rust_nowait0", "rust_nowait1", "c_nowait0", "c_nowait1", "brd", "rust_nowait1_b8", "c_nowait1_b8"],
+    "nvme": NVME_CFGS,
+    "nvme2": NVME_CFGS,
+    "nvme_raw": NVME_CFGS,
     "overflow": ["scale_lo", "scale_hi", "skew_off", "skew_on", "deep_off", "deep_on", "fewq_off", "fewq_on"],
     "poll": ["poll_irq", "poll_hipri"],
 }
-PART_KEYS = {  # keys in bench.json each part writes (plus <key>_min, _max, _rounds, ...)
+# Keys in bench.json each part writes, by prefix (an earlier run's keys of the part are dropped
+# before the new ones go in). The NVMe parts share the "nvme_" prefix, so theirs are listed
+# exactly (below, from NVME_PARTS); "legacy" keys are those of older bench versions.
+PART_KEYS = {
     "pmem": ["pmem_"],
-    "nvme": ["nvme_rust_vs_c", "nvme_instr_per_io", "nvme_pt_"],
     "overflow": ["nvme_null_scaling", "nvme_skew", "nvme_deep", "nvme_fewq"],
     "poll": ["poll_"],
 }
-RATIOS = {"pmem": ratios_pmem, "nvme": ratios_nvme, "overflow": ratios_overflow, "poll": ratios_poll}
+LEGACY_NVME_KEYS = ["nvme_rust_vs_c", "nvme_instr_per_io_rust", "nvme_instr_per_io_c", "nvme_pt_rust_vs_c",
+                    "nvme_pt_vs_block_"]
+
+
+def stale(part, key):
+    """Is key one that an earlier run of part wrote (to be replaced by this run's)?"""
+    if part not in NVME_PARTS:
+        return any(key.startswith(o) for o in PART_KEYS[part])
+    if part == "nvme" and any(key.startswith(k) for k in LEGACY_NVME_KEYS):
+        return True
+    if key in (f"{part}_table", f"{part}_rounds", f"{part}_mode"):
+        return True
+    prefix, specs = NVME_PARTS[part]
+    sfx = NVME_SUFFIX[part]
+    own = [f"{prefix}_{s[0]}" for s in specs] + [f"{prefix}_busy_min_none{sfx}"]
+    mine = any(key == o or key.startswith(o + "_") for o in own) or key.startswith(f"{prefix}_instr_per_io{sfx}_")
+    # The 1-vCPU part's names are prefixes of the 2-vCPU part's (nvme_c_over_rust_none[_2cpu]).
+    return mine and (sfx != "" or "_2cpu" not in key)
+
+
+RATIOS = {"pmem": ratios_pmem, "nvme": lambda p: ratios_nvme(p, "nvme"), "nvme2": lambda p: ratios_nvme(p, "nvme2"),
+          "nvme_raw": lambda p: ratios_nvme(p, "nvme_raw"), "overflow": ratios_overflow, "poll": ratios_poll}
 
 
 def target_value(key, results):
@@ -331,8 +439,8 @@ def report(args):
     nrounds = min(len(v) for v in runs.values())
     print(f"\n{args.part} ({args.mode} mode): {nrounds} rounds, median [min-max] per configuration")
     extra = []
-    if args.mode == "icount" and args.part in ("pmem", "nvme"):
-        busy_only = args.part == "nvme"
+    if args.mode == "icount" and (args.part == "pmem" or args.part in NVME_PARTS):
+        busy_only = args.part in NVME_PARTS
         extra.append(("instr_io", "instr/I/O" + (" (busy)" if busy_only else ""),
                       lambda c, r, js: p.instr_per_io(c, r, busy_only)))
     if args.part == "overflow" and args.latency_ns:
@@ -362,11 +470,11 @@ def report(args):
     results = json.loads(bench_json.read_text()) if bench_json.exists() else {}
     # Drop this part's keys from an earlier run (e.g. the other mode's instruction counts).
     for k in list(results):
-        if any(k.startswith(o) for o in PART_KEYS[args.part]):
+        if stale(args.part, k):
             del results[k]
     results[f"{args.part}_table"] = tab
     results[f"{args.part}_rounds"] = nrounds
-    if args.part in ("pmem", "nvme"):
+    if args.part == "pmem" or args.part in NVME_PARTS:
         results["bench_mode"] = args.mode
         results[f"{args.part}_mode"] = args.mode
     elif args.part == "poll":
@@ -374,13 +482,20 @@ def report(args):
     else:
         results["overflow_mode"] = f"wall, null-aio latency {args.latency_ns} ns"
 
-    ratios, values = RATIOS[args.part](p)
+    ratios, values, setups = RATIOS[args.part](p)
+    for key, setup in setups.items():
+        if setup:
+            results[key + "_setup"] = {"rust": setup["a"], "c": setup["b"], "differ": setup["differ"]}
     for key, vals in values.items():
-        if vals:
+        if isinstance(vals, (str, int, float)):
+            results[key] = vals
+            print(f"  {key:34} {vals}")
+        elif vals:
             m = med(vals)
             results[key] = round(m[0], 1)
             print(f"  {key:34} {m[0]:9.1f} [{m[1]:.1f}-{m[2]:.1f}]")
-    print(f"\n{args.part}: ratios per round, median [min-max]")
+    print(f"\n{args.part}: ratios per round, median [min-max] (cost ratios: C's instructions per I/O over Rust's,"
+          " > 1: Rust cheaper)")
     meds = {}
     for key, vals in ratios.items():
         if not vals:
@@ -397,9 +512,9 @@ def report(args):
     bench_json.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     print(f"\nwrote {bench_json}")
 
-    if args.mode == "icount" and args.part in ("pmem", "nvme"):
+    if args.mode == "icount" and (args.part == "pmem" or args.part in NVME_PARTS):
         left = ("guest instructions per I/O (median, min-max)",
-                {c: med([p.instr_per_io(c, r, args.part == "nvme") for r in runs[c]]) for c in cfgs})
+                {c: med([p.instr_per_io(c, r, args.part in NVME_PARTS) for r in runs[c]]) for c in cfgs})
     elif args.part == "overflow":
         left = ("per-reader IOPS (median, min-max)", readers)
     else:
@@ -412,8 +527,8 @@ def compare(paths):
     """Every ratio of several bench.json files side by side, with the largest deviation from
     their median in percent."""
     sets = [json.loads(Path(p).read_text()) for p in paths]
-    keys = [k for k in RATIO_KEYS + ["pmem_instr_per_io_rust", "pmem_instr_per_io_c", "nvme_instr_per_io_rust",
-                                     "nvme_instr_per_io_c"] if any(k in s for s in sets)]
+    keys = [k for k in RATIO_KEYS + ["pmem_instr_per_io_rust", "pmem_instr_per_io_c", "nvme_instr_per_io_rust_none",
+                                     "nvme_instr_per_io_c_none"] if any(k in s for s in sets)]
     print(f"{'key':32}" + "".join(f"{Path(p).parent.name:>14}" for p in paths) + f"{'max dev %':>11}")
     worst = 0.0
     for k in keys:

@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
-Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS] [--labelled] [--nvme-subsys] [--virtio-pmem] [--timeout S]
+Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS | --nvme-null-co] [--nvme-dbcs on|off] [--labelled] [--nvme-subsys] [--virtio-pmem] [--timeout S]
           [--init-deadline S] [--append ARGS] [--log FILE] [--trace EVENTS] -- 'GUEST COMMAND'
 
 Uses the kernels and guest tools recorded by scripts/prepare.sh (out/env). The guest gets
@@ -33,6 +33,12 @@ command's status.
   --nvme-null LATENCY_NS
               the NVMe namespace is QEMU's null-aio (no image): each command takes
               LATENCY_NS of host time, many in parallel, reads return zeros
+  --nvme-null-co
+              the NVMe namespace is QEMU's null-co (no image): commands complete at once,
+              reads return zeros; with --icount the vCPUs stay busy (CPU-cost benchmarks)
+  --nvme-dbcs on|off
+              offer the controller's shadow doorbells (Doorbell Buffer Config) or not
+              (QEMU's default: on; the C driver uses them, rust_nvme_mq does not)
   --trace EVENTS
               QEMU trace events to record (comma-separated, see qemu-system-x86_64 -trace
               help) into FILE.trace next to the --log FILE (needs --log); read it after this
@@ -54,6 +60,8 @@ LABELLED=0
 NVME_SUBSYS=0
 VPMEM=0
 NVME_NULL=
+NVME_NULL_CO=0
+NVME_DBCS=
 SMP=2
 TIMEOUT=1200
 INIT_DEADLINE=300
@@ -68,7 +76,8 @@ while [[ $# -gt 0 ]]; do
         --labelled) LABELLED=1 ;;
         --nvme-subsys) NVME_SUBSYS=1 ;;
         --virtio-pmem) VPMEM=1 ;;
-        --smp|--timeout|--init-deadline|--append|--log|--nvme-null|--trace)
+        --nvme-null-co) NVME_NULL_CO=1 ;;
+        --smp|--timeout|--init-deadline|--append|--log|--nvme-null|--nvme-dbcs|--trace)
             need_arg "$@"
             case "$1" in
                 --smp) SMP=$2 ;;
@@ -77,6 +86,7 @@ while [[ $# -gt 0 ]]; do
                 --append) APPEND=$2 ;;
                 --log) LOG=$2 ;;
                 --nvme-null) NVME_NULL=$2 ;;
+                --nvme-dbcs) NVME_DBCS=$2 ;;
                 --trace) TRACE=$2 ;;
             esac
             shift ;;
@@ -110,6 +120,8 @@ args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" -
 [[ $ICOUNT == 1 ]] && args+=(--icount)
 [[ $LABELLED == 1 ]] && args+=(--lpmem-img "$IMAGES/pmem-labelled.img" --lpmem-size 128M)
 [[ -n "$NVME_NULL" ]] && args+=(--nvme-null "$NVME_NULL")
+[[ $NVME_NULL_CO == 1 ]] && args+=(--nvme-null-co)
+[[ -n "$NVME_DBCS" ]] && args+=(--nvme-dbcs "$NVME_DBCS")
 [[ $NVME_SUBSYS == 1 ]] && args+=(--nvme-ns2-img "$IMAGES/nvme-ns2.img")
 [[ $VPMEM == 1 ]] && args+=(--vpmem-img "$IMAGES/vpmem.img")
 # Keep the console for test output; the tests read kernel messages with dmesg.

@@ -32,6 +32,9 @@ The output is two concatenated gzip members (the kernel unpacks both): a userlan
 \$RBLK_CACHE/initramfs (default /var/cache/rust-blk/initramfs; rebuilt when a host binary,
 library or this script changes) and a per-run part (modules, tests, command), so a rerun takes
 a few seconds.
+
+Environment: RBLK_EXTRA_TOOLS="perf ..." adds host programs (with their libraries) to the
+userland part (a separate cached part, keyed like the default one).
 USAGE
 }
 
@@ -44,6 +47,9 @@ HOST_TOOLS=(
     kmod insmod rmmod modprobe lsmod modinfo depmod
 )
 HOST_TOOLS_DOC="${HOST_TOOLS[*]}"
+# More host programs for one purpose (e.g. perf for scripts/profile.sh), space-separated.
+read -ra EXTRA_TOOLS <<<"${RBLK_EXTRA_TOOLS:-}"
+HOST_TOOLS+=("${EXTRA_TOOLS[@]}")
 # Plain files copied from the host's /etc when present.
 HOST_ETC_FILES=(mke2fs.conf)
 BUSYBOX_BIN=${RBLK_BUSYBOX:-/bin/busybox}

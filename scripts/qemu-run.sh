@@ -30,7 +30,8 @@ usage() {
 Usage: $0 --kernel BZIMAGE --initrd FILE [--smp N] [--mem SIZE]
           [--pmem-img PATH] [--pmem-size SIZE] [--lpmem-img PATH --lpmem-size SIZE]
           [--nvme-img PATH] [--nvme-size SIZE] [--nvme-queues N]
-          [--nvme-null LATENCY_NS] [--nvme-ns2-img PATH] [--vpmem-img PATH] [--icount] [--iommu]
+          [--nvme-null LATENCY_NS | --nvme-null-co] [--nvme-dbcs on|off] [--nvme-ns2-img PATH]
+          [--vpmem-img PATH] [--icount] [--iommu]
           [--append 'EXTRA KERNEL ARGS'] [--timeout SECONDS] [--init-deadline SECONDS]
           [--log FILE] [--trace EVENTS] [--help]
 
@@ -58,6 +59,13 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
                       every command takes NS nanoseconds of host time and many run in
                       parallel; reads return zeros, writes are dropped (--nvme-size sets the
                       size, --nvme-img is ignored). For queue-depth benchmarks, in wall time.
+  --nvme-null-co      back the NVMe namespace with QEMU's null-co driver: every command
+                      completes at once in QEMU's I/O path, reads return zeros, writes are
+                      dropped. Unlike --nvme-null it mixes with --icount: the guest's CPU stays
+                      busy, so guest instructions per I/O are the driver's CPU cost
+  --nvme-dbcs on|off  the controller's Doorbell Buffer Config (shadow doorbells, OACS bit 8);
+                      QEMU's default is on. The C driver uses it when offered, rust_nvme_mq
+                      does not: the CPU-cost benchmark turns it off for both
   --nvme-ns2-img PATH the NVMe controller joins an NVMe subsystem (nvme-subsys, so that it
                       supports Namespace Attachment) and gets a second namespace, nsid 2,
                       backed by PATH (16M, created if missing), detached at boot; needs --nvme-img
@@ -101,7 +109,7 @@ to_bytes() {  # SIZE with K/M/G/T (binary) suffix -> bytes; a bare number means 
 
 KERNEL="" INITRD="" SMP=$DEFAULT_SMP MEM=$DEFAULT_MEM TIMEOUT=$DEFAULT_TIMEOUT LOG="" INIT_DEADLINE=""
 PMEM_IMG="" PMEM_SIZE="" LPMEM_IMG="" LPMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND="" IOMMU=0
-NVME_NULL="" ICOUNT=0 NVME_NS2_IMG= TRACE="" VPMEM_IMG=""
+NVME_NULL="" NVME_NULL_CO=0 NVME_DBCS="" ICOUNT=0 NVME_NS2_IMG= TRACE="" VPMEM_IMG=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --kernel) need_arg "$@"; KERNEL=$2; shift 2 ;;
@@ -117,6 +125,8 @@ while [[ $# -gt 0 ]]; do
         --nvme-queues) need_arg "$@"; NVME_QUEUES=$2; shift 2 ;;
         --iommu) IOMMU=1; shift ;;
         --nvme-null) need_arg "$@"; NVME_NULL=$2; shift 2 ;;
+        --nvme-null-co) NVME_NULL_CO=1; shift ;;
+        --nvme-dbcs) need_arg "$@"; NVME_DBCS=$2; shift 2 ;;
         --nvme-ns2-img) need_arg "$@"; NVME_NS2_IMG=$2; shift 2 ;;
         --vpmem-img) need_arg "$@"; VPMEM_IMG=$2; shift 2 ;;
         --icount) ICOUNT=1; shift ;;
@@ -141,6 +151,9 @@ done
 # mixed, the device's pace would depend on the host's speed again.
 [[ -n "$NVME_NULL" && $ICOUNT == 1 ]] && die "--nvme-null and --icount do not mix (the device latency is host time, icount's clock is guest instructions)"
 [[ -z "$NVME_NS2_IMG" || -z "$NVME_NULL" ]] || die "--nvme-ns2-img and --nvme-null do not mix"
+[[ $NVME_NULL_CO == 0 || -z "$NVME_NULL" ]] || die "--nvme-null and --nvme-null-co are two backends: choose one"
+[[ $NVME_NULL_CO == 0 || -z "$NVME_NS2_IMG" ]] || die "--nvme-ns2-img and --nvme-null-co do not mix"
+[[ -z "$NVME_DBCS" || "$NVME_DBCS" == on || "$NVME_DBCS" == off ]] || die "--nvme-dbcs takes on or off, not '$NVME_DBCS'"
 [[ -z "$TRACE" || -n "$LOG" ]] || die "--trace needs --log (the trace is written next to the log)"
 [[ -z "$TRACE" || "$TRACE" =~ ^[A-Za-z0-9_*,]+$ ]] || die "--trace takes comma-separated event names or patterns, not '$TRACE'"
 command -v "$QEMU_BIN" >/dev/null || die "$QEMU_BIN not found (scripts/setup-host.sh installs it)"
@@ -231,9 +244,13 @@ else
     QEMU+=(-m "${mem_mib}M")
 fi
 
+NVME_PROPS="serial=$NVME_SERIAL,max_ioqpairs=${NVME_QUEUES:-$SMP}${NVME_DBCS:+,dbcs=$NVME_DBCS}"
 if [[ -n "$NVME_NULL" ]]; then
     QEMU+=(-blockdev "driver=null-aio,node-name=nvnull,size=$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}"),latency-ns=$NVME_NULL,read-zeroes=on"
-           -device "nvme,serial=$NVME_SERIAL,drive=nvnull,max_ioqpairs=${NVME_QUEUES:-$SMP}")
+           -device "nvme,drive=nvnull,$NVME_PROPS")
+elif [[ $NVME_NULL_CO == 1 ]]; then
+    QEMU+=(-blockdev "driver=null-co,node-name=nvnull,size=$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}"),read-zeroes=on"
+           -device "nvme,drive=nvnull,$NVME_PROPS")
 elif [[ -n "$NVME_IMG" || -n "$NVME_SIZE" || -n "$NVME_QUEUES" ]]; then
     NVME_IMG=${NVME_IMG:-$IMG_DIR/nvme0.img}
     prepare_image "$NVME_IMG" "$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}")"
@@ -248,11 +265,11 @@ elif [[ -n "$NVME_IMG" || -n "$NVME_SIZE" || -n "$NVME_QUEUES" ]]; then
         NS2_IDS="uuid=6a1f3c52-0b7e-4d59-9c1a-2e4f6a8b0c22,eui64=0x0011223344556602"
         QEMU+=(-drive "file=$NVME_NS2_IMG,if=none,id=nvm2,format=raw,discard=unmap"
                -device "nvme-subsys,id=nvsubsys,nqn=rblk-subsys"
-               -device "nvme,id=nvctrl,serial=$NVME_SERIAL,subsys=nvsubsys,max_ioqpairs=${NVME_QUEUES:-$SMP}"
+               -device "nvme,id=nvctrl,subsys=nvsubsys,$NVME_PROPS"
                -device "nvme-ns,drive=nvm,bus=nvctrl,nsid=1,$NS1_IDS"
                -device "nvme-ns,drive=nvm2,bus=nvctrl,nsid=2,detached=on,$NS2_IDS")
     else
-        QEMU+=(-device "nvme,serial=$NVME_SERIAL,drive=nvm,max_ioqpairs=${NVME_QUEUES:-$SMP}")
+        QEMU+=(-device "nvme,drive=nvm,$NVME_PROPS")
     fi
 fi
 QEMU+=(-append "$KERNEL_ARGS_BASE${APPEND:+ $APPEND}")

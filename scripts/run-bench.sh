@@ -6,20 +6,29 @@ source "$(dirname "$0")/lib.sh"
 
 DEFAULT_CPU=max,-erms,-fsrm # TCG runs `rep movsb` byte by byte: without ERMS copy_mc uses memcpy, without FSRM (QEMU 10's max has it) memcpy is no rep movsb
 DEFAULT_LATENCY_NS=100000000 # null-aio command latency of the overflow part (see docs/benchmarks.md)
-PARTS_ALL=(pmem nvme overflow poll)
+PARTS_ALL=(pmem nvme nvme2 nvme_raw overflow poll)
 
 usage() {
     cat <<USAGE
-Usage: $0 [--part pmem|nvme|overflow|poll|all]... [--mode icount|wall] [--rounds N] [--runtime S]
-          [--latency-ns NS] [--cpu MODEL] [--results DIR] [--no-prepare] [--help]
+Usage: $0 [--part pmem|nvme|nvme2|nvme_raw|overflow|poll|all]... [--mode icount|wall] [--rounds N] [--runtime S]
+          [--latency-ns NS] [--cpu MODEL] [--results DIR] [--no-prepare]
+          [--profile HZ] [--help]
 
 Parts (each is one guest boot; its configurations alternate in every round, and every ratio
 is computed within a round, then reported as the median [min-max] over the rounds):
   pmem      2 vCPUs, fio io_uring 4k randread, 2 jobs x iodepth 32: rust_pmem nowait=0/1, the
-            C nd_pmem with the reference nowait patch nowait=0/1, brd of the same size.
-  nvme      CPU cost of rust_nvme_mq vs the C nvme driver on QEMU's emulated NVMe (raw image),
-            4 jobs x iodepth 16: 1 vCPU kept busy in icount mode (4 vCPUs, one job each, in
-            wall mode).
+            C nd_pmem with the reference nowait patch nowait=0/1, brd of the same size; both
+            pmem drivers at nowait=1 with fio batches of 8 (submit and reap).
+  nvme      CPU cost of rust_nvme_mq vs the C nvme driver, the same scheduler on both sides:
+            QEMU's NVMe on a null-co namespace (commands complete at once, so the vCPU stays
+            busy) without shadow doorbells (dbcs=off: C would use them, rust_nvme_mq cannot),
+            1 vCPU (one hardware queue each), 4 jobs x iodepth 16: block path with scheduler
+            none, with mq-deadline, with fio batches of 8, and io_uring passthrough.
+            (Wall mode: 4 vCPUs.)
+  nvme2     the same, 2 vCPUs (two hardware queues each), scheduler none, 16 jobs (at 4 or
+            8 jobs both drivers idled 16-40% of the time, waiting for completions).
+  nvme_raw  the same on the raw image (QEMU's I/O threads answer: the vCPU waits part of the
+            time), none and mq-deadline: the second table.
   overflow  rust_nvme_mq overflow=0 vs 1 on an NVMe whose commands take --latency-ns each and
             run in parallel (QEMU null-aio), 4 vCPUs, io_queue_depth=16: (a) uneven equal
             readers, (b) one deep reader + shallow ones, (c) nr_io_queues=2; always wall clock.
@@ -37,6 +46,11 @@ is computed within a round, then reported as the median [min-max] over the round
   --cpu MODEL    QEMU CPU model (default $DEFAULT_CPU; \$RBLK_CPU also sets it)
   --results DIR  where bench.json, the charts and the logs go (default results/)
   --no-prepare   use out/env (\$RBLK_OUT/env) as it is: no rebuild of kernel or modules
+  --profile HZ   profile instead of measuring (pmem and nvme* parts, icount): every fio run under
+                 perf record -a -e cpu-clock -F HZ in the guest (Debian's perf copied into the
+                 initramfs); bench/profile.py then writes DIR/profile-<part>.md, instructions
+                 per I/O by function group and by function, each Rust config beside its C
+                 twin. bench.json is not touched (sampling costs instructions too)
 
 Writes DIR/bench.json, DIR/<part>.png and the raw guest logs DIR/bench-<part>.log, and prints
 the tables and ratios. No pass/fail: ratios are printed next to their targets.
@@ -44,13 +58,13 @@ USAGE
 }
 
 MODE=icount ROUNDS="" RUNTIME="" LATENCY_NS=$DEFAULT_LATENCY_NS CPU=${RBLK_CPU:-$DEFAULT_CPU}
-PREPARE=1 PARTS=() RESULTS=""
+PREPARE=1 PARTS=() RESULTS="" PROFILE_HZ=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --part) need_arg "$@"
             if [[ $2 == all ]]; then PARTS=("${PARTS_ALL[@]}")
             elif [[ " ${PARTS_ALL[*]} " == *" $2 "* ]]; then PARTS+=("$2")
-            else die "unknown part '$2' (pmem, nvme, overflow, poll or all)"; fi
+            else die "unknown part '$2' (${PARTS_ALL[*]} or all)"; fi
             shift ;;
         --mode) need_arg "$@"; [[ $2 == icount || $2 == wall ]] || die "--mode is icount or wall, not '$2'"
             MODE=$2; shift ;;
@@ -60,6 +74,8 @@ while [[ $# -gt 0 ]]; do
         --cpu) need_arg "$@"; CPU=$2; shift ;;
         --results) need_arg "$@"; RESULTS=$2; shift ;;
         --no-prepare) PREPARE=0 ;;
+        --profile) need_arg "$@"; [[ $2 =~ ^[1-9][0-9]*$ ]] || die "--profile takes a sampling rate in Hz, not '$2'"
+            PROFILE_HZ=$2; shift ;;
         -h|--help) usage; exit 0 ;;
         *) unknown_arg "$1" ;;
     esac
@@ -83,13 +99,20 @@ fi
 
 start_all=$(date +%s)
 for part in "${PARTS[@]}"; do
-    gargs=() mode=$MODE ramp=1
+    gargs=() mode=$MODE ramp=1 configs="" jobs=""
     case $part in
         pmem) smp=2; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-2}
             [[ $MODE == wall ]] && { rounds=${ROUNDS:-5}; runtime=${RUNTIME:-8}; } ;;
         # NVMe under icount: ~25 s of host time per guest second (every doorbell and completion
         # leaves the translated code), so 1 s runs.
-        nvme) smp=1; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-1}
+        nvme|nvme2|nvme_raw) smp=1; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-1}
+            gargs+=(--nvme-dbcs off)
+            [[ $part == nvme_raw ]] || gargs+=(--nvme-null-co)
+            case $part in
+                nvme2) smp=2; configs="rust_none c_none"; jobs=16 ;;
+                nvme_raw) configs="rust_none c_none rust_deadline c_deadline" ;;
+                nvme) configs="rust_none c_none rust_deadline c_deadline rust_pt c_pt rust_none_b8 c_none_b8" ;;
+            esac
             # Without icount one vCPU is just slow; use one per queue as the driver is meant to.
             [[ $MODE == wall ]] && { smp=4; rounds=${ROUNDS:-5}; runtime=${RUNTIME:-8}; } ;;
         # 2 vCPUs: one interrupt-driven queue per CPU plus one poll queue.
@@ -101,12 +124,24 @@ for part in "${PARTS[@]}"; do
     # Under icount a guest second is 10^9 instructions (~6 s of host time): a short ramp will do.
     [[ $mode == icount ]] && { gargs+=(--icount); ramp=500ms; }
     log="$RESULTS/bench-$part.log"
+    if [[ -n $PROFILE_HZ ]]; then
+        [[ $part == pmem || $part == nvme* ]] || die "--profile is for the pmem and nvme parts, not $part"
+        [[ $mode == icount ]] || die "--profile needs --mode icount (samples then count instructions)"
+        log="$RESULTS/profile-$part.log"
+    fi
+    script=bench-$part.sh
+    [[ $part != nvme* ]] || script=bench-nvme.sh
     echo "run-bench: $part part ($mode, CPU $CPU), $smp vCPUs, $rounds rounds of $runtime s -> $log" >&2
     s=$(date +%s)
-    RBLK_CPU=$CPU "$TOP/scripts/guest.sh" --smp "$smp" "${gargs[@]}" --timeout 3600 --log "$log" \
-        -- "RAMP=$ramp bash /tests/bench-$part.sh $rounds $runtime" >/dev/null ||
+    RBLK_CPU=$CPU RBLK_EXTRA_TOOLS=${PROFILE_HZ:+perf} "$TOP/scripts/guest.sh" --smp "$smp" "${gargs[@]}" --timeout 3600 --log "$log" \
+        -- "RAMP=$ramp ${PROFILE_HZ:+PROFILE_HZ=$PROFILE_HZ }${configs:+CONFIGS='$configs' }bash /tests/$script $rounds $runtime $jobs" >/dev/null ||
         die "the $part guest run failed (status $?); its console log is $log"
     echo "run-bench: $part part took $(($(date +%s) - s)) s" >&2
+    if [[ -n $PROFILE_HZ ]]; then
+        /usr/bin/python3 "$TOP/bench/profile.py" "$log" --hz "$PROFILE_HZ" --out "$RESULTS/profile-$part.md" ||
+            die "bench/profile.py failed on $log"
+        continue
+    fi
     # Debian's python3 has python3-matplotlib (installed by setup-host.sh) for the charts.
     /usr/bin/python3 "$TOP/bench/report.py" "$log" --part "$part" --mode "$mode" \
         --latency-ns "$LATENCY_NS" --results "$RESULTS" || die "bench/report.py failed on $log"

@@ -32,7 +32,7 @@ QEMU_PKGS=(qemu-system-x86 qemu-system-common qemu-system-data qemu-utils seabio
 BINDGEN_VERSION=0.73.2
 PKGS=(clang-19 lld-19 llvm-19 libclang-19-dev flex bison bc libelf-dev libssl-dev cpio kmod make
       qemu-system-x86 qemu-utils fio nvme-cli ndctl e2fsprogs util-linux busybox-static
-      python3-matplotlib rsync xz-utils gcc libc6-dev shfmt patch psmisc)
+      python3-matplotlib rsync xz-utils gcc libc6-dev shfmt patch psmisc linux-perf)
 # Commands the scripts take from the Rust toolchain rather than from a Debian package.
 CARGO_CMDS=(rustup cargo rustc rustfmt bindgen)
 STATE=${RBLK_STATE:-/var/lib/rust-blk}

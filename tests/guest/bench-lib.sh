@@ -8,6 +8,8 @@
 #                                            difference over the fio run
 #   QUEUES <config> <round> <line>           rust_nvme_mq's debugfs queue counters after a run
 #   INFO <config> <round> <text>             anything else worth keeping (IRQ affinity, ...)
+#   PROFILE <config> <round> <line>          with PROFILE_HZ set: `perf report` of the run (perf
+#                                            record -a -e cpu-clock at PROFILE_HZ over fio)
 
 cpu_ticks() { # -> the 8 first numbers of /proc/stat's "cpu" line
     local _cpu rest
@@ -21,16 +23,31 @@ cpu_ticks() { # -> the 8 first numbers of /proc/stat's "cpu" line
 bench_fio() {
     local cfg=$1 rnd=$2 before after json i
     shift 2
+    local prof=()
+    [[ -z ${PROFILE_HZ:-} ]] || prof=(perf record -q -a -e cpu-clock -F "$PROFILE_HZ" -o /tmp/perf.data --)
     before=($(cpu_ticks))
-    if ! json=$(fio --output-format=json "$@" 2>/tmp/fio.err); then
+    if ! json=$("${prof[@]}" fio --output-format=json "$@" 2>/tmp/fio.err); then
         echo "bench: fio failed for $cfg (round $rnd): $(tail -n 5 /tmp/fio.err)" >&2
         return 1
     fi
     after=($(cpu_ticks))
+    [[ -z ${PROFILE_HZ:-} ]] || profile_report "$cfg" "$rnd"
     local delta=()
     for i in 0 1 2 3 4 5 6 7; do delta+=($((after[i] - before[i]))); done
     echo "STAT $cfg $rnd ${delta[*]}"
     emit "$cfg" "$rnd" "$json"
+}
+
+# profile_report CONFIG ROUND: perf's samples of the run per symbol ("PROFILE" lines): samples,
+# command, object, symbol. Under icount a cpu-clock sample falls every 1e9/PROFILE_HZ guest
+# instructions.
+profile_report() {
+    local line
+    perf report -i /tmp/perf.data --stdio --no-children --sort comm,dso,sym -n -F overhead,sample,comm,dso,sym \
+        2>/dev/null | grep -v '^#' | grep -v '^$' | while IFS= read -r line; do
+        echo "PROFILE $1 $2 $line"
+    done
+    rm -f /tmp/perf.data
 }
 
 # queues CONFIG ROUND: print rust_nvme_mq's per-queue counters (whatever columns it has).
