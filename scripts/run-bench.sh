@@ -46,6 +46,8 @@ is computed within a round, then reported as the median [min-max] over the round
   --cpu MODEL    QEMU CPU model (default $DEFAULT_CPU; \$RBLK_CPU also sets it)
   --results DIR  where bench.json, the charts and the logs go (default results/)
   --no-prepare   use out/env (\$RBLK_OUT/env) as it is: no rebuild of kernel or modules
+  --jobs N       fio jobs of the nvme parts (default: nvme and nvme_raw 4, nvme2 16)
+  --configs "A B"  run only these configurations of the part (names as in its guest script)
   --profile HZ   profile instead of measuring (pmem and nvme* parts, icount): every fio run under
                  perf record -a -e cpu-clock -F HZ in the guest (Debian's perf copied into the
                  initramfs); bench/profile.py then writes DIR/profile-<part>.md, instructions
@@ -58,7 +60,7 @@ USAGE
 }
 
 MODE=icount ROUNDS="" RUNTIME="" LATENCY_NS=$DEFAULT_LATENCY_NS CPU=${RBLK_CPU:-$DEFAULT_CPU}
-PREPARE=1 PARTS=() RESULTS="" PROFILE_HZ=""
+PREPARE=1 PARTS=() RESULTS="" PROFILE_HZ="" CONFIGS_ARG="" JOBS_ARG=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --part) need_arg "$@"
@@ -74,6 +76,10 @@ while [[ $# -gt 0 ]]; do
         --cpu) need_arg "$@"; CPU=$2; shift ;;
         --results) need_arg "$@"; RESULTS=$2; shift ;;
         --no-prepare) PREPARE=0 ;;
+        --jobs) need_arg "$@"; [[ $2 =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive integer"
+            JOBS_ARG=$2; shift ;;
+        --configs) need_arg "$@"; [[ $2 =~ ^[a-z0-9_\ ]+$ ]] || die "--configs takes configuration names, not '$2'"
+            CONFIGS_ARG=$2; shift ;;
         --profile) need_arg "$@"; [[ $2 =~ ^[1-9][0-9]*$ ]] || die "--profile takes a sampling rate in Hz, not '$2'"
             PROFILE_HZ=$2; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -123,6 +129,8 @@ for part in "${PARTS[@]}"; do
     esac
     # Under icount a guest second is 10^9 instructions (~6 s of host time): a short ramp will do.
     [[ $mode == icount ]] && { gargs+=(--icount); ramp=500ms; }
+    [[ -z $CONFIGS_ARG ]] || configs=$CONFIGS_ARG
+    [[ -z $JOBS_ARG || $part != nvme* ]] || jobs=$JOBS_ARG
     log="$RESULTS/bench-$part.log"
     if [[ -n $PROFILE_HZ ]]; then
         [[ $part == pmem || $part == nvme* ]] || die "--profile is for the pmem and nvme parts, not $part"

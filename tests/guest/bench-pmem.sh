@@ -18,7 +18,8 @@ RUNTIME=${2:-8}
 RAMP=${RAMP:-1}     # fio ramp_time (the host passes RAMP=500ms in icount mode)
 JOBS=$(nproc)
 IODEPTH=32
-CONFIGS=(rust_nowait0 rust_nowait1 c_nowait0 c_nowait1 brd rust_nowait1_b8 c_nowait1_b8)
+# $CONFIGS (space-separated) picks some of them, e.g. for a profile.
+read -ra CONFIGS <<<"${CONFIGS:-rust_nowait0 rust_nowait1 c_nowait0 c_nowait1 brd rust_nowait1_b8 c_nowait1_b8}"
 
 # Only one of rust_pmem and nd_pmem is loaded at a time, so the loaded one binds the NVDIMM's
 # namespace (nowait is a load-time parameter); check that it really did.
