@@ -15,7 +15,9 @@ both sides, and a difference in what the ratio does not name is reported as a wa
     report.py --compare A/bench.json B/bench.json ...   (determinism: every ratio side by side)
 """
 import argparse
+import datetime
 import json
+import subprocess
 import statistics
 import sys
 from pathlib import Path
@@ -377,6 +379,19 @@ RATIOS = {"pmem": ratios_pmem, "nvme": lambda p: ratios_nvme(p, "nvme"), "nvme2"
           "nvme_raw": lambda p: ratios_nvme(p, "nvme_raw"), "overflow": ratios_overflow, "poll": ratios_poll}
 
 
+def git_head():
+    """The commit of the checkout this script is in (with "+dirty" if it has changes)."""
+    top = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(top), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(top), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def target_value(key, results):
     cmp_, val, _ = TARGETS.get(key, (None, None, ""))
     if isinstance(val, str):
@@ -474,6 +489,10 @@ def report(args):
             del results[k]
     results[f"{args.part}_table"] = tab
     results[f"{args.part}_rounds"] = nrounds
+    # Which drivers and when: bench.json gathers parts of several runs.
+    results[f"{args.part}_measured"] = {"date": datetime.datetime.fromtimestamp(Path(args.log).stat().st_mtime,
+                                                                              datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                                        "commit": args.commit or git_head()}
     if args.part == "pmem" or args.part in NVME_PARTS:
         results["bench_mode"] = args.mode
         results[f"{args.part}_mode"] = args.mode
@@ -549,6 +568,7 @@ def main():
                     help="how the guest ran: icount (time = guest instructions) or wall clock")
     ap.add_argument("--latency-ns", type=int, default=0, help="null-aio latency of the overflow part")
     ap.add_argument("--results", default="results")
+    ap.add_argument("--commit", help="the commit whose drivers were measured (default: this checkout's HEAD)")
     ap.add_argument("--compare", nargs="+", metavar="BENCH_JSON")
     args = ap.parse_args()
     if args.compare:

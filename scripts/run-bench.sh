@@ -22,11 +22,10 @@ is computed within a round, then reported as the median [min-max] over the round
   nvme      CPU cost of rust_nvme_mq vs the C nvme driver, the same scheduler on both sides:
             QEMU's NVMe on a null-co namespace (commands complete at once, so the vCPU stays
             busy) without shadow doorbells (dbcs=off: C would use them, rust_nvme_mq cannot),
-            1 vCPU (one hardware queue each), 4 jobs x iodepth 16: block path with scheduler
+            1 vCPU (one hardware queue each), 16 jobs x iodepth 16: block path with scheduler
             none, with mq-deadline, with fio batches of 8, and io_uring passthrough.
             (Wall mode: 4 vCPUs.)
-  nvme2     the same, 2 vCPUs (two hardware queues each), scheduler none, 16 jobs (at 4 or
-            8 jobs both drivers idled 16-40% of the time, waiting for completions).
+  nvme2     the same, 2 vCPUs (two hardware queues each), scheduler none.
   nvme_raw  the same on the raw image (QEMU's I/O threads answer: the vCPU waits part of the
             time), none and mq-deadline: the second table.
   overflow  rust_nvme_mq overflow=0 vs 1 on an NVMe whose commands take --latency-ns each and
@@ -46,7 +45,7 @@ is computed within a round, then reported as the median [min-max] over the round
   --cpu MODEL    QEMU CPU model (default $DEFAULT_CPU; \$RBLK_CPU also sets it)
   --results DIR  where bench.json, the charts and the logs go (default results/)
   --no-prepare   use out/env (\$RBLK_OUT/env) as it is: no rebuild of kernel or modules
-  --jobs N       fio jobs of the nvme parts (default: nvme and nvme_raw 4, nvme2 16)
+  --jobs N       fio jobs of the nvme parts (default 16)
   --configs "A B"  run only these configurations of the part (names as in its guest script)
   --profile HZ   profile instead of measuring (pmem and nvme* parts, icount): every fio run under
                  perf record -a -e cpu-clock -F HZ in the guest (Debian's perf copied into the
@@ -114,8 +113,12 @@ for part in "${PARTS[@]}"; do
         nvme|nvme2|nvme_raw) smp=1; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-1}
             gargs+=(--nvme-dbcs off)
             [[ $part == nvme_raw ]] || gargs+=(--nvme-null-co)
+            # 16 jobs x iodepth 16 keep the vCPU(s) busy (93%, this accounting's ceiling) even on
+            # a loaded host; with 4 jobs the vCPU waited for QEMU's I/O thread 14-31% of the time
+            # (null-co, 1 vCPU) and at 2 vCPUs 4 or 8 jobs left 16-40% idle.
+            jobs=16
             case $part in
-                nvme2) smp=2; configs="rust_none c_none"; jobs=16 ;;
+                nvme2) smp=2; configs="rust_none c_none" ;;
                 nvme_raw) configs="rust_none c_none rust_deadline c_deadline" ;;
                 nvme) configs="rust_none c_none rust_deadline c_deadline rust_pt c_pt rust_none_b8 c_none_b8" ;;
             esac
