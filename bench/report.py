@@ -199,13 +199,13 @@ def ratios_pmem(p):
     }
     if "rust_nowait1_b8" in p.runs and "c_nowait1_b8" in p.runs:
         res["pmem_c_over_rust_batched"] = cost_c_over_rust("rust_nowait1_b8", "c_nowait1_b8")
-    print("\npmem: what the two sides of each driver ratio share (rust_pmem is blk-mq, nd_pmem bio-based:"
-          " hardware queues differ by design)")
+    print("\npmem: what the two sides of each driver ratio share (rust_pmem is blk-mq, nd_pmem bio-based: a"
+          " bio-based disk has no hardware queues, no scheduler and no merging, so those differ by design)")
     setups = {}
     for key, a, b in (("pmem_c_over_rust", "rust_nowait1", "c_nowait1"),
                       ("pmem_c_over_rust_batched", "rust_nowait1_b8", "c_nowait1_b8")):
         if a in p.runs and b in p.runs:
-            setups[key] = check_setup(key, a, b, named=("hwq",))
+            setups[key] = check_setup(key, a, b, named=("hwq", "sched", "nomerges"))
     values = {}
     if p.mode == "icount":
         for key, cfg in (("pmem_instr_per_io_rust", "rust_nowait1"), ("pmem_instr_per_io_c", "c_nowait1"),
