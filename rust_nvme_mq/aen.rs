@@ -15,8 +15,7 @@
 use crate::{
     admin::{AdminEvents, AdminWork, Outcome, Ticket},
     cmd::{self, Sqe},
-    ns::Namespaces,
-    rescan,
+    ctrl::Ctrl,
 };
 use kernel::{
     io::Io,
@@ -59,7 +58,7 @@ struct AnyLog([u8; 4096]);
 /// The asynchronous event handling of a controller, run by its [`AdminWork`].
 #[pin_data]
 pub(crate) struct Aen {
-    ns: Arc<Namespaces>,
+    ctrl: Arc<Ctrl>,
     /// To look again after an event (another may wait behind it).
     work: Arc<AdminWork>,
     /// The outstanding request, if any, and whether the events are enabled on the controller.
@@ -86,12 +85,12 @@ impl AdminEvents for Aen {
 }
 
 impl Aen {
-    /// Handle the asynchronous events of the controller of `ns` from `work` (queued by the
-    /// admin queue's interrupt and by resets), starting now. [`AdminWork::stop`] ends it.
-    pub(crate) fn start(ns: Arc<Namespaces>, work: &Arc<AdminWork>) -> Result {
+    /// Handle the asynchronous events of `ctrl` from `work` (queued by the admin queue's
+    /// interrupt and by resets), starting now. [`AdminWork::stop`] ends it.
+    pub(crate) fn start(ctrl: Arc<Ctrl>, work: &Arc<AdminWork>) -> Result {
         let aen = Arc::pin_init(
             pin_init!(Self {
-                ns,
+                ctrl,
                 work: work.clone(),
                 state <- new_mutex!(State {
                     request: None,
@@ -109,7 +108,7 @@ impl Aen {
     /// With the admin lock: take the outcome of the outstanding request; arm a new one
     /// (enabling the events first after a reset). Returns the event reported, if any.
     fn poll_and_arm(&self) -> Option<u32> {
-        let ctrl = &self.ns.ctrl;
+        let ctrl = &self.ctrl;
         let mut admin = ctrl.live_admin().ok()?;
         let mut state = self.state.lock();
         let mut event = None;
@@ -159,7 +158,7 @@ impl Aen {
     /// Handle event `result` (dword 0 of the request's completion), without the admin lock:
     /// read its log page to clear it, then rescan or log.
     fn handle(&self, result: u32) {
-        let ctrl = &self.ns.ctrl;
+        let ctrl = &self.ctrl;
         let (kind, info, lid) = (result & 7, (result >> 8) & 0xff, (result >> 16) as u8);
         if kind == TYPE_SMART {
             self.smart_event(info, lid);
@@ -176,7 +175,7 @@ impl Aen {
                     "rnvme{}: namespace attributes changed, rescanning\n",
                     ctrl.index
                 );
-                if let Err(e) = cleared.and_then(|()| rescan::scan(&self.ns)) {
+                if let Err(e) = cleared.and_then(|()| ctrl.namespaces_changed()) {
                     pr_warn!(
                         "rnvme{}: rescan after an event failed ({:?})\n",
                         ctrl.index,
@@ -194,7 +193,7 @@ impl Aen {
     /// A SMART/health event (`info`): read its log page `lid` (which clears it) for the
     /// temperature, and log the first of each kind.
     fn smart_event(&self, info: u32, lid: u8) {
-        let ctrl = &self.ns.ctrl;
+        let ctrl = &self.ctrl;
         let temperature = ctrl.live_admin().and_then(|mut a| {
             a.get_log_page::<SmartLog, _>(&ctrl.regs, lid, false, |log| {
                 let t: [u8; 2] = kernel::io::io_project!(log, .temperature).copy_read();

@@ -1,20 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The controller: its state, its admin queue, its I/O queues (a [`QueueSet`]), the disks of
-//! its namespaces, the steps of bringing it up, reset, removal and shutdown.
+//! The controller: its state, its admin queue, its I/O queues (a [`QueueSet`]), the steps of
+//! bringing it up, reset, removal and shutdown. It knows nothing of disks: what is built on its
+//! namespaces learns through [`CtrlEvents`] that it must go.
 
 use crate::{
     admin::{AdminQueue, AdminWork, Ticket, POLL_INTERVAL},
     cmd::{self, IdCtrl, Sqe},
-    generic::{Generic, PollLink},
     queue::Delivery,
     queueset::{QueueSet, COUNTER_COLUMNS},
     regs::{Regs, PCI_COMMAND},
-    request::{NsShape, NvmeOps},
     transfer::Transfer,
 };
 use kernel::{
-    block::mq::{gen_disk::GenDisk, DmaDevice, TagSet},
+    block::mq::DmaDevice,
     device::{Bound, Core, Device},
     io::{io_read, poll::read_poll_timeout, Io},
     pci,
@@ -182,91 +181,21 @@ impl CtrlInfo {
     }
 }
 
-/// The disk of a namespace, in the controller's list of disks.
-pub(crate) struct NsDisk {
-    /// The namespace's generic character device; removed first (its link to the disk cut).
-    pub(crate) _generic: Generic,
-    /// The format the disk serves (shared with the disk's queue data).
-    pub(crate) shape: Arc<NsShape>,
-    /// Removed from the system when dropped, after the generic device (which holds the only
-    /// other reference, and only while a call on it runs).
-    pub(crate) disk: Arc<GenDisk<NvmeOps>>,
-    /// The generic device's polling, which the removal of the disk may wait for; cut last.
-    pub(crate) _poll: PollLink,
-}
-
-/// What revalidating a disk found.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Revalidated {
-    /// The namespace still has the format the disk has.
-    Same,
-    /// The disk took the namespace's new format.
-    Changed,
-    /// The namespace is empty now, or has a format the driver cannot serve: its disk must go.
-    Unusable,
-}
-
-impl NsDisk {
-    /// Bring the disk in line with `format`, what Identify Namespace says now (`None`: empty
-    /// or not supported): a new block size or capacity is set with the disk frozen (frozen
-    /// here; callers that changed the namespace froze it already, which nests). `index`: the
-    /// controller's, for messages on `dev`.
-    pub(crate) fn revalidate(
-        &self,
-        dev: &Device,
-        index: u32,
-        format: Option<cmd::NsFormat>,
-    ) -> Result<Revalidated> {
-        let nsid = self.shape.nsid;
-        let Some(f) = format else {
-            dev_warn!(
-                dev,
-                "rnvme{}n{}: the namespace is empty or has a format the driver cannot serve now\n",
-                index,
-                nsid
-            );
-            return Ok(Revalidated::Unusable);
-        };
-        let (now, sectors) = (self.shape.addr(), f.sectors());
-        if f.lba_shift == now.lba_shift && sectors == self.shape.sectors() {
-            return Ok(Revalidated::Same);
-        }
-        self.reformat(f.lba_shift, sectors)?;
-        dev_info!(
-            dev,
-            "rnvme{}n{}: new format: {} blocks of {} bytes ({} MiB)\n",
-            index,
-            nsid,
-            f.nsze,
-            1u32 << f.lba_shift,
-            sectors >> 11
-        );
-        Ok(Revalidated::Changed)
-    }
-
-    /// Give the frozen disk (frozen here; freezes nest) the logical and physical block size
-    /// `1 << lba_shift` and `sectors`, and its requests the same.
-    fn reformat(&self, lba_shift: u32, sectors: u64) -> Result {
-        let block = 1u32 << lba_shift;
-        let frozen = self.disk.freeze();
-        frozen.set_format(block, block, sectors)?;
-        self.shape.set(lba_shift, sectors);
-        Ok(())
-    }
-
-    /// Give the disk capacity 0, so that no read or write reaches its namespace, whose format
-    /// is unknown or not served; for a disk that cannot be removed now. A rescan revalidates
-    /// it (and removes it, or gives it the namespace's format back).
-    pub(crate) fn empty(&self, dev: &Device, index: u32) {
-        let now = self.shape.addr();
-        let _ = self.reformat(now.lba_shift, 0);
-        dev_warn!(
-            dev,
-            "rnvme{}n{}: disk emptied; `nvme ns-rescan` on the controller revalidates it\n",
-            index,
-            now.nsid
-        );
-    }
+/// What the controller reports to the layer above it (the namespaces), whose disks it knows
+/// nothing of.
+pub(crate) trait CtrlEvents: Send + Sync {
+    /// The controller is dead (a reset failed every attempt) or being removed: what is built
+    /// on its namespaces must go now. Its requests fail, or were waited for, so removing the
+    /// disks does not wait for the controller.
+    fn gone(&self);
+    /// The controller reported that namespaces were attached, detached or changed: scan
+    /// them again.
+    fn namespaces_changed(&self) -> Result;
+    /// The controller is about to stop for a system sleep: hold new requests in the block
+    /// layer.
+    fn quiesce(&self);
+    /// The controller is coming back (its reset is queued): dispatch requests again.
+    fn unquiesce(&self);
 }
 
 /// Fault injection for tests, set through debugfs.
@@ -319,10 +248,10 @@ pub(crate) struct Ctrl {
     /// Set when the controller is being removed: no reset is queued any more.
     #[pin]
     removing: SpinLock<bool>,
-    /// The disks of the namespaces; removed when the controller is dead, or by
-    /// [`Ctrl::remove`]. (They refer to the controller: `remove` breaks that cycle.)
+    /// Told when the controller is dead or removed ([`Ctrl::set_events`]). (What it refers
+    /// to refers to the controller: [`Ctrl::remove`] breaks that cycle.)
     #[pin]
-    disks: Mutex<KVec<NsDisk>>,
+    events: Mutex<Option<Arc<dyn CtrlEvents>>>,
 }
 
 impl_has_work! {
@@ -364,7 +293,7 @@ impl Ctrl {
                 reset_work <- new_work!("rust_nvme_mq::reset"),
                 admin_work,
                 removing <- new_spinlock!(false),
-                disks <- new_mutex!(KVec::new()),
+                events <- new_mutex!(None),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -494,19 +423,25 @@ impl Ctrl {
             })
     }
 
-    /// Hand the disks of the namespaces to the controller, which removes them if it dies.
-    pub(crate) fn set_disks(&self, disks: KVec<NsDisk>) {
-        *self.disks.lock() = disks;
+    /// Tell `events` when the controller is dead or removed.
+    pub(crate) fn set_events(&self, events: Arc<dyn CtrlEvents>) {
+        *self.events.lock() = Some(events);
     }
 
-    /// The disks, locked, to add or remove some (a rescan); `None` once the controller is
-    /// dead or being removed, which then owns the disks.
-    pub(crate) fn lock_disks(&self) -> Option<MutexGuard<'_, KVec<NsDisk>>> {
-        let disks = self.disks.lock();
-        if *self.removing.lock() || self.state() == Ok(CtrlState::Dead) {
-            return None;
-        }
-        Some(disks)
+    /// What [`Ctrl::set_events`] set, if it is not taken back yet (removal).
+    fn events(&self) -> Option<Arc<dyn CtrlEvents>> {
+        self.events.lock().clone()
+    }
+
+    /// Tell the layer above that namespaces changed ([`CtrlEvents::namespaces_changed`]);
+    /// `ENODEV` once the controller is being removed.
+    pub(crate) fn namespaces_changed(&self) -> Result {
+        self.events().ok_or(ENODEV)?.namespaces_changed()
+    }
+
+    /// Whether the controller is dead or being removed (or shut down).
+    pub(crate) fn stopped(&self) -> bool {
+        *self.removing.lock() || self.state() == Ok(CtrlState::Dead)
     }
 
     /// Start a reset, unless one is already running or the controller is dead or being
@@ -551,13 +486,16 @@ impl Ctrl {
     }
 
     /// At removal, before the controller goes: stop resets (waiting for one that runs), then
-    /// remove the disks, which waits for their requests.
+    /// have what is built on the namespaces removed ([`CtrlEvents::gone`]: the disks, which
+    /// waits for their requests).
     pub(crate) fn remove(&self) {
         *self.removing.lock() = true;
         self.admin_work.stop();
         self.reset_work.flush();
-        let disks = core::mem::take(&mut *self.disks.lock());
-        drop(disks);
+        let events = self.events.lock().take();
+        if let Some(events) = events {
+            events.gone();
+        }
         // No request is left: delete the I/O queues before the controller is shut down (when
         // the last reference to it goes).
         let mut admin = self.admin.lock();
@@ -580,7 +518,7 @@ impl Ctrl {
     /// is one being reset: the reset needs the device lock, which the PM core holds while
     /// this runs, so waiting for it here would only make it fail; it finishes once this
     /// returns.
-    pub(crate) fn suspend(&self, tagset: &TagSet<NvmeOps>) {
+    pub(crate) fn suspend(&self) {
         if *self.removing.lock() || !self.leave_live(CtrlState::Suspended) {
             if self.state() == Ok(CtrlState::Resetting) {
                 pr_warn!("rnvme{}: not suspended: a reset is running\n", self.index);
@@ -588,7 +526,9 @@ impl Ctrl {
             return;
         }
         self.admin_work.flush();
-        tagset.quiesce();
+        if let Some(events) = self.events() {
+            events.quiesce();
+        }
         self.drain();
         let mut admin = self.admin.lock();
         self.delete_io_queues(&mut admin);
@@ -607,7 +547,7 @@ impl Ctrl {
     /// brings the controller back (see [`Ctrl::reset`]; from a work item, as the reset needs
     /// the device lock, which the PM core holds now), and the disks' queues dispatch again:
     /// their requests are retried until the reset is done.
-    pub(crate) fn resume(self: &Arc<Self>, tagset: &TagSet<NvmeOps>) {
+    pub(crate) fn resume(self: &Arc<Self>) {
         if self
             .state
             .cmpxchg(
@@ -622,7 +562,9 @@ impl Ctrl {
         pr_info!("rnvme{}: resuming\n", self.index);
         // Cannot be queued already: only a change to `Resetting` queues it.
         let _ = workqueue::system_unbound().enqueue(self.clone());
-        tagset.unquiesce();
+        if let Some(events) = self.events() {
+            events.unquiesce();
+        }
     }
 
     /// Wait (at most [`SHUTDOWN_DRAIN`]) until no command is in flight; submissions are turned
@@ -734,10 +676,11 @@ impl Ctrl {
             err
         );
         // Requests requeued by the last attempt now fail in `queue_rq`, which lets the removal
-        // of the disks finish. At unbind, `remove` removes them instead.
+        // of the disks finish. At unbind, `remove` has them removed instead.
         if !*self.removing.lock() {
-            let disks = core::mem::take(&mut *self.disks.lock());
-            drop(disks);
+            if let Some(events) = self.events() {
+                events.gone();
+            }
         }
     }
 

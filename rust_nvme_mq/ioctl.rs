@@ -17,7 +17,8 @@
 
 use crate::{
     cmd::{self, Sqe},
-    ctrl::{Ctrl, CtrlState, NsDisk, Revalidated},
+    ctrl::{Ctrl, CtrlState},
+    nsdisk::{NsDisk, NsSet, Revalidated},
     request::NvmeOps,
 };
 use kernel::{
@@ -33,7 +34,7 @@ use kernel::{
     ioctl::{_IO, _IOW, _IOWR},
     page::PAGE_SIZE,
     prelude::*,
-    sync::{aref::ARef, new_mutex, Arc, Mutex},
+    sync::{new_mutex, Arc, Mutex},
     time::Delta,
     uaccess::{UserPtr, UserSlice},
 };
@@ -221,23 +222,24 @@ impl Bounce {
 #[pin_data]
 pub(crate) struct Passthru {
     pub(crate) ctrl: Arc<Ctrl>,
+    /// The disks, which the I/O commands go through and a format revalidates.
+    list: Arc<NsSet>,
     /// The controller takes SGLs for I/O commands.
     sgl: bool,
-    /// The PCI function, for messages.
-    parent: ARef<Device>,
     #[pin]
     bounce: Mutex<Bounce>,
 }
 
 impl Passthru {
-    /// The passthrough of `ctrl`; `sgl`: the controller takes SGLs for I/O commands.
-    pub(crate) fn new(ctrl: Arc<Ctrl>, sgl: bool, dev: &Device<Bound>) -> Result<Arc<Self>> {
+    /// The passthrough of the controller of `list`; `sgl`: the controller takes SGLs for I/O
+    /// commands.
+    pub(crate) fn new(list: Arc<NsSet>, sgl: bool, dev: &Device<Bound>) -> Result<Arc<Self>> {
         let bounce = Bounce::new(dev)?;
         Arc::pin_init(
             pin_init!(Self {
-                ctrl,
+                ctrl: list.ctrl.clone(),
+                list,
                 sgl,
-                parent: dev.as_ref().into(),
                 bounce <- new_mutex!(bounce),
             }),
             GFP_KERNEL,
@@ -349,7 +351,7 @@ impl Passthru {
     ) -> Result<(u16, u32)> {
         // Dropped (the disks deleted) after the lock on the list is released, as in a rescan.
         let mut gone = KVec::new();
-        let mut disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
+        let mut disks = self.list.lock().ok_or(ENODEV)?;
         // Allocated before the disks are frozen: reclaim may write to them.
         let mut frozen = KVec::with_capacity(disks.len(), GFP_KERNEL)?;
         let mut verdicts = KVec::with_capacity(disks.len(), GFP_KERNEL)?;
@@ -372,14 +374,14 @@ impl Passthru {
         }
         for d in disks.iter() {
             // Cannot fail: room for every disk was allocated before.
-            let _ = verdicts.push_within_capacity(self.revalidate(d));
+            let _ = verdicts.push_within_capacity(self.list.revalidate(d));
         }
         drop(frozen);
         for (d, verdict) in core::mem::take(&mut *disks).into_iter().zip(verdicts) {
             if self.keeps(&d, verdict, on_ns) {
                 disks.push(d, GFP_KERNEL)?;
             } else {
-                gone.push(d, GFP_KERNEL)?;
+                self.list.retire(d, "namespace not usable", &mut gone)?;
             }
         }
         drop(disks);
@@ -389,38 +391,13 @@ impl Passthru {
     /// Whether disk `d`, revalidated after a command (`verdict`), stays: an unusable one goes,
     /// unless the command came through its own ioctl (`on_ns`); that one and one that could
     /// not be revalidated stay with capacity 0.
-    fn keeps(&self, d: &NsDisk, verdict: Result<Revalidated>, on_ns: Option<u32>) -> bool {
-        let (index, nsid) = (self.ctrl.index, d.shape.nsid);
+    fn keeps(&self, d: &NsDisk, verdict: Revalidated, on_ns: Option<u32>) -> bool {
         match verdict {
-            Ok(Revalidated::Unusable) if Some(nsid) != on_ns => {
-                dev_info!(
-                    self.parent,
-                    "rnvme{}n{}: namespace not usable, removing its disk\n",
-                    index,
-                    nsid
-                );
-                return false;
-            }
-            Ok(Revalidated::Unusable) => d.empty(&self.parent, index),
-            Err(e) => {
-                dev_err!(
-                    self.parent,
-                    "rnvme{}n{}: revalidating the namespace failed ({:?})\n",
-                    index,
-                    nsid,
-                    e
-                );
-                d.empty(&self.parent, index);
-            }
-            Ok(_) => {}
+            Revalidated::Unusable if Some(d.shape.nsid) != on_ns => return false,
+            Revalidated::Unusable | Revalidated::Failed => self.list.empty(d),
+            Revalidated::Same | Revalidated::Changed => {}
         }
         true
-    }
-
-    /// Bring disk `d` in line with what Identify Namespace says now.
-    fn revalidate(&self, d: &NsDisk) -> Result<Revalidated> {
-        let format = self.ctrl.identify_ns(&self.parent, d.shape.nsid)?;
-        d.revalidate(&self.parent, self.ctrl.index, format)
     }
 
     /// `NVME_IOCTL_IO_CMD` (`Cmd64`: `NVME_IOCTL_IO64_CMD`) on the disk of namespace `on_ns`,
@@ -437,7 +414,7 @@ impl Passthru {
         if !capable(Capability::SYS_ADMIN) {
             return Err(EACCES);
         }
-        let disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
+        let disks = self.list.lock().ok_or(ENODEV)?;
         let disk = match on_ns {
             Some(nsid) => disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?,
             None => match &disks[..] {
@@ -480,7 +457,7 @@ impl Passthru {
         timeout: Option<Delta>,
         build: impl FnOnce(u32) -> Result<(Sqe, UserData)>,
     ) -> Result<(u16, u64)> {
-        let disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
+        let disks = self.list.lock().ok_or(ENODEV)?;
         let disk = disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?;
         let (mut sqe, data) = build(disk.shape.addr().lba_shift)?;
         let bytes = driver_cmd(&mut sqe)?;

@@ -541,6 +541,32 @@ impl IoQueue {
             Ok(cid) => cid,
             Err(refusal) => return Err(refusal.give_back(rq)),
         };
+        let sqe = self.prepare(st, cid, ns, rq)?;
+        st.occupy(cid, origin);
+        self.stats.submitted.add(1, Relaxed);
+        if delivery == Delivery::Lose {
+            pr_warn!(
+                "queue {}: losing command {} (fault injection)\n",
+                self.qid,
+                cid
+            );
+            return Ok(());
+        }
+        self.push(st, sqe);
+        Ok(())
+    }
+
+    /// Build the command of `rq` (for namespace `ns`) into slot `cid`, claimed by
+    /// [`IoQueue::submit`], and hold the request there. On failure the slot is free again
+    /// and the request handed back.
+    #[inline]
+    fn prepare(
+        &self,
+        st: &mut QueueState,
+        cid: u16,
+        ns: NsAddr,
+        rq: ARef<Request<NvmeOps>>,
+    ) -> Result<Sqe, SubmitError> {
         let Ok(list) = self.lists.area(cid) else {
             st.release(cid);
             return Err(SubmitError::Failed(rq, EIO));
@@ -568,18 +594,7 @@ impl IoQueue {
             self.stats.sgl.add(1, Relaxed);
         }
         slot.hold(rq, sqe);
-        st.occupy(cid, origin);
-        self.stats.submitted.add(1, Relaxed);
-        if delivery == Delivery::Lose {
-            pr_warn!(
-                "queue {}: losing command {} (fault injection)\n",
-                self.qid,
-                cid
-            );
-            return Ok(());
-        }
-        self.push(st, sqe);
-        Ok(())
+        Ok(sqe)
     }
 
     /// Put `sqe` at the tail of the submission queue and ring the doorbell.
