@@ -20,7 +20,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        new_mutex, new_spinlock, Arc, Mutex, MutexGuard, SpinLock,
+        new_mutex, Arc, Mutex, MutexGuard,
     },
     time::{delay::fsleep, Delta},
     workqueue::{self, impl_has_work, new_work, Work, WorkItem},
@@ -73,7 +73,8 @@ impl Drop for CtrlIndex {
     }
 }
 
-/// The state of a controller, as seen by submission.
+/// The state of a controller. It changes only by the transitions [`CtrlState::may_become`]
+/// allows ([`Ctrl::change`], like C's `nvme_change_ctrl_state()`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(i32)]
 pub(crate) enum CtrlState {
@@ -81,26 +82,42 @@ pub(crate) enum CtrlState {
     Live = 0,
     /// Being reset: submissions are retried later.
     Resetting = 1,
-    /// Disabled after a reset that failed every attempt: submissions fail, and the disks are
-    /// removed.
+    /// Disabled after a reset that failed every attempt, or by a removal or shutdown:
+    /// submissions fail, and the disks are removed.
     Dead = 2,
     /// Shut down for a system sleep ([`Ctrl::suspend`]): the disks' queues are quiesced, and
     /// a submission that comes anyway is retried later.
     Suspended = 3,
+    /// Being removed or shut down: commands are still submitted (the disks drain), but no
+    /// reset starts (a command that times out disables the controller instead) and no
+    /// suspend; the controller ends `Dead` or goes.
+    Deleting = 4,
 }
 
-impl TryFrom<i32> for CtrlState {
-    type Error = Error;
-
-    /// The state stored as `raw`; any other value is an error (`EINVAL`), not a state.
-    fn try_from(raw: i32) -> Result<Self> {
+impl CtrlState {
+    /// The state stored as `raw`, which only [`Ctrl::change`] writes.
+    fn from_raw(raw: i32) -> Self {
         match raw {
-            0 => Ok(Self::Live),
-            1 => Ok(Self::Resetting),
-            2 => Ok(Self::Dead),
-            3 => Ok(Self::Suspended),
-            _ => Err(EINVAL),
+            0 => Self::Live,
+            1 => Self::Resetting,
+            3 => Self::Suspended,
+            4 => Self::Deleting,
+            // 2; nothing else is ever stored.
+            _ => Self::Dead,
         }
+    }
+
+    /// Whether a controller in this state may change to `to`.
+    fn may_become(self, to: Self) -> bool {
+        use CtrlState::*;
+        matches!(
+            (self, to),
+            (Resetting, Live)
+                | (Live | Suspended, Resetting)
+                | (Live, Suspended)
+                | (Live | Resetting | Suspended, Deleting)
+                | (Resetting | Deleting, Dead)
+        )
     }
 }
 
@@ -234,7 +251,7 @@ pub(crate) struct Ctrl {
     /// [`Ctrl::admin`] and [`Ctrl::live_admin`].
     #[pin]
     admin: Mutex<AdminQueue>,
-    /// A `CtrlState`.
+    /// A [`CtrlState`], changed by [`Ctrl::change`] only.
     state: Atomic<i32>,
     /// Written by debugfs, read by submission and reset.
     pub(crate) faults: Faults,
@@ -245,9 +262,6 @@ pub(crate) struct Ctrl {
     reset_work: Work<Ctrl>,
     /// Handles the admin queue's asynchronous events; kicked when a reset is done.
     admin_work: Arc<AdminWork>,
-    /// Set when the controller is being removed: no reset is queued any more.
-    #[pin]
-    removing: SpinLock<bool>,
     /// Told when the controller is dead or removed ([`Ctrl::set_events`]). (What it refers
     /// to refers to the controller: [`Ctrl::remove`] breaks that cycle.)
     #[pin]
@@ -292,7 +306,6 @@ impl Ctrl {
                 pci: DmaDevice::new(dev)?,
                 reset_work <- new_work!("rust_nvme_mq::reset"),
                 admin_work,
-                removing <- new_spinlock!(false),
                 events <- new_mutex!(None),
             }? Error),
             GFP_KERNEL,
@@ -301,21 +314,29 @@ impl Ctrl {
         Ok(ctrl)
     }
 
-    /// The state; an unknown stored value is an error (`EINVAL`).
-    pub(crate) fn state(&self) -> Result<CtrlState> {
-        CtrlState::try_from(self.state.load(Relaxed))
+    pub(crate) fn state(&self) -> CtrlState {
+        CtrlState::from_raw(self.state.load(Relaxed))
     }
 
-    /// Change the state from `Live` to `to`; whether this call did it (of callers racing for
-    /// it, only one does).
-    fn leave_live(&self, to: CtrlState) -> bool {
-        self.state
-            .cmpxchg(CtrlState::Live as i32, to as i32, Relaxed)
-            .is_ok()
+    /// Change the state from `from` to `to`, if that transition is allowed; whether this call
+    /// did it (of callers racing for it, only one does).
+    fn change(&self, from: CtrlState, to: CtrlState) -> bool {
+        from.may_become(to) && self.state.cmpxchg(from as i32, to as i32, Relaxed).is_ok()
     }
 
-    fn set_state(&self, state: CtrlState) {
-        self.state.store(state as i32, Relaxed);
+    /// Change the state to `to` from whatever it is, if that transition is allowed: the
+    /// state it was (`Ok`), or the state that may not become `to` (`Err`).
+    fn change_any(&self, to: CtrlState) -> Result<CtrlState, CtrlState> {
+        let mut now = self.state();
+        loop {
+            if !now.may_become(to) {
+                return Err(now);
+            }
+            match self.state.cmpxchg(now as i32, to as i32, Relaxed) {
+                Ok(_) => return Ok(now),
+                Err(raw) => now = CtrlState::from_raw(raw),
+            }
+        }
     }
 
     /// The admin queue, locked.
@@ -324,10 +345,12 @@ impl Ctrl {
     }
 
     /// The admin queue, locked, for a command from outside the driver's own bring-up (an
-    /// ioctl, a rescan): `ENODEV` unless the controller is live and its registers answer.
+    /// ioctl, a rescan): `ENODEV` unless the controller is live (or, being removed, still
+    /// takes commands) and its registers answer.
     pub(crate) fn live_admin(&self) -> Result<MutexGuard<'_, AdminQueue>> {
         let admin = self.admin.lock();
-        if self.state() != Ok(CtrlState::Live) || self.regs.csts().is_none() {
+        let live = matches!(self.state(), CtrlState::Live | CtrlState::Deleting);
+        if !live || self.regs.csts().is_none() {
             return Err(ENODEV);
         }
         Ok(admin)
@@ -441,7 +464,7 @@ impl Ctrl {
 
     /// Whether the controller is dead or being removed (or shut down).
     pub(crate) fn stopped(&self) -> bool {
-        *self.removing.lock() || self.state() == Ok(CtrlState::Dead)
+        matches!(self.state(), CtrlState::Deleting | CtrlState::Dead)
     }
 
     /// Start a reset, unless one is already running or the controller is dead or being
@@ -449,17 +472,21 @@ impl Ctrl {
     /// retries them) until the reset is over. The reset runs from a work item, see
     /// [`Ctrl::reset`].
     pub(crate) fn schedule_reset(self: &Arc<Self>) {
-        let removing = self.removing.lock();
-        if *removing {
-            drop(removing);
-            self.give_up();
-            return;
+        loop {
+            match self.state() {
+                CtrlState::Deleting => return self.give_up(),
+                CtrlState::Live => {
+                    if self.change(CtrlState::Live, CtrlState::Resetting) {
+                        // Cannot be queued already: only a change to `Resetting` queues it.
+                        let _ = workqueue::system_unbound().enqueue(self.clone());
+                        return;
+                    }
+                    // Changed meanwhile: look again.
+                }
+                // A reset runs (it requeues), the controller is suspended or dead.
+                CtrlState::Resetting | CtrlState::Suspended | CtrlState::Dead => return,
+            }
         }
-        if !self.leave_live(CtrlState::Resetting) {
-            return;
-        }
-        // Cannot be queued already: only the change from `Live` to `Resetting` queues it.
-        let _ = workqueue::system_unbound().enqueue(self.clone());
     }
 
     /// Reset the controller now and wait for the reset to finish (`NVME_IOCTL_RESET`, like
@@ -474,7 +501,7 @@ impl Ctrl {
     /// not wait for a command the controller lost. Nothing to do if a reset runs (it requeues)
     /// or the controller is dead already.
     fn give_up(&self) {
-        if !self.leave_live(CtrlState::Dead) {
+        if !self.change(CtrlState::Deleting, CtrlState::Dead) {
             return;
         }
         let failed = self.stop_and_requeue_all(&mut self.admin.lock());
@@ -489,7 +516,8 @@ impl Ctrl {
     /// have what is built on the namespaces removed ([`CtrlEvents::gone`]: the disks, which
     /// waits for their requests).
     pub(crate) fn remove(&self) {
-        *self.removing.lock() = true;
+        // A dead controller stays dead.
+        let _ = self.change_any(CtrlState::Deleting);
         self.admin_work.stop();
         self.reset_work.flush();
         let events = self.events.lock().take();
@@ -519,8 +547,8 @@ impl Ctrl {
     /// this runs, so waiting for it here would only make it fail; it finishes once this
     /// returns.
     pub(crate) fn suspend(&self) {
-        if *self.removing.lock() || !self.leave_live(CtrlState::Suspended) {
-            if self.state() == Ok(CtrlState::Resetting) {
+        if !self.change(CtrlState::Live, CtrlState::Suspended) {
+            if self.state() == CtrlState::Resetting {
                 pr_warn!("rnvme{}: not suspended: a reset is running\n", self.index);
             }
             return;
@@ -548,15 +576,7 @@ impl Ctrl {
     /// the device lock, which the PM core holds now), and the disks' queues dispatch again:
     /// their requests are retried until the reset is done.
     pub(crate) fn resume(self: &Arc<Self>) {
-        if self
-            .state
-            .cmpxchg(
-                CtrlState::Suspended as i32,
-                CtrlState::Resetting as i32,
-                Relaxed,
-            )
-            .is_err()
-        {
+        if !self.change(CtrlState::Suspended, CtrlState::Resetting) {
             return;
         }
         pr_info!("rnvme{}: resuming\n", self.index);
@@ -587,17 +607,21 @@ impl Ctrl {
     /// disabled (`Dead`): requests still held, and any submitted later, fail; a later unbind
     /// finds nothing left to shut down.
     pub(crate) fn shutdown(&self) {
-        *self.removing.lock() = true;
+        let before = self.change_any(CtrlState::Deleting);
         self.admin_work.stop();
         self.reset_work.flush();
-        if self.state() == Ok(CtrlState::Dead) {
+        // A suspended controller is shut down already; a dead one is disabled.
+        if before != Ok(CtrlState::Live) && before != Ok(CtrlState::Resetting) {
+            return;
+        }
+        if self.state() == CtrlState::Dead {
             return;
         }
         // A command that times out meanwhile gets its Abort (or, as resets are off now,
         // `give_up` disables the controller).
         self.drain();
         let mut admin = self.admin.lock();
-        if !self.leave_live(CtrlState::Dead) {
+        if !self.change(CtrlState::Deleting, CtrlState::Dead) {
             // `give_up` disabled the controller and failed what it held.
             return;
         }
@@ -661,23 +685,31 @@ impl Ctrl {
                 RESET_ATTEMPTS,
                 e
             );
-            if attempt == RESET_ATTEMPTS || *self.removing.lock() {
+            if attempt == RESET_ATTEMPTS || self.state() == CtrlState::Deleting {
                 break e;
             }
             attempt += 1;
             fsleep(RESET_RETRY_DELAY);
         };
-        self.set_state(CtrlState::Dead);
+        self.die(attempt, err);
+    }
+
+    /// The end of a reset that failed `attempts` times, the last with `err`: the controller
+    /// stays disabled, its requests fail, and its disks go ([`CtrlEvents::gone`]).
+    fn die(&self, attempts: u32, err: Error) {
+        // From `Resetting`, or from `Deleting` (a removal waits for this reset); `Dead`
+        // already if a command timed out meanwhile.
+        let before = self.change_any(CtrlState::Dead);
         let _ = self.regs.disable();
         pr_err!(
             "rnvme{}: controller did not come back after {} reset attempts ({:?}): removing its disks\n",
             self.index,
-            attempt,
+            attempts,
             err
         );
         // Requests requeued by the last attempt now fail in `queue_rq`, which lets the removal
         // of the disks finish. At unbind, `remove` has them removed instead.
-        if !*self.removing.lock() {
+        if before == Ok(CtrlState::Resetting) {
             if let Some(events) = self.events() {
                 events.gone();
             }
@@ -688,7 +720,8 @@ impl Ctrl {
     /// Request again (the reset lost it).
     fn live_again(&self) {
         self.queues.accept();
-        self.set_state(CtrlState::Live);
+        // Unless a removal began meanwhile: commands go on then too, in `Deleting`.
+        let _ = self.change(CtrlState::Resetting, CtrlState::Live);
         self.admin_work.kick();
     }
 
@@ -703,7 +736,11 @@ impl Ctrl {
         let mut tries = 0;
         loop {
             match self.pci.try_with_locked(|dev| self.enable_pci_locked(dev)) {
-                Err(e) if e == EBUSY && tries < PCI_LOCK_TRIES && !*self.removing.lock() => {
+                Err(e)
+                    if e == EBUSY
+                        && tries < PCI_LOCK_TRIES
+                        && self.state() != CtrlState::Deleting =>
+                {
                     tries += 1;
                     fsleep(Delta::from_millis(10));
                 }

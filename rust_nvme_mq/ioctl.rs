@@ -305,7 +305,7 @@ impl Passthru {
         pr_warn!("rnvme{}: resetting controller\n", self.ctrl.index);
         self.ctrl.reset_sync();
         match self.ctrl.state() {
-            Ok(CtrlState::Live) => Ok(0),
+            CtrlState::Live => Ok(0),
             _ => Err(EIO),
         }
     }

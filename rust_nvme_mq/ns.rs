@@ -65,13 +65,10 @@ impl Operations for NvmeOps {
     ) -> Result<(), QueueError<Self>> {
         let ctrl = &ns.ctrl;
         match ctrl.state() {
-            Ok(CtrlState::Live) => {}
+            CtrlState::Live | CtrlState::Deleting => {}
             // Retried by blk-mq a few milliseconds later.
-            Ok(CtrlState::Resetting | CtrlState::Suspended) => {
-                return Err(QueueError::new(rq, ENOMEM))
-            }
-            Ok(CtrlState::Dead) => return Err(QueueError::new(rq, EIO)),
-            Err(e) => return Err(QueueError::new(rq, e)),
+            CtrlState::Resetting | CtrlState::Suspended => return Err(QueueError::new(rq, ENOMEM)),
+            CtrlState::Dead => return Err(QueueError::new(rq, EIO)),
         }
         ctrl.queues
             .submit(ns.shape.addr(), rq, ctrl.faults.delivery())
@@ -105,10 +102,7 @@ impl Operations for NvmeOps {
         drop(rq);
         let rq = id;
         ctrl.queues.finish_deferred();
-        if matches!(
-            ctrl.state(),
-            Ok(CtrlState::Resetting | CtrlState::Suspended)
-        ) {
+        if matches!(ctrl.state(), CtrlState::Resetting | CtrlState::Suspended) {
             // The reset (or the suspend) requeues the request if the controller still holds
             // it.
             return TimeoutReturn::ResetTimer;
