@@ -15,7 +15,7 @@
 //! (probe, rescan) takes this one path and needs no DMA allocation.
 
 use crate::{
-    cmd::{self, Sqe},
+    cmd::{self, Completion, Sqe},
     queue::IoQueue,
     regs::Regs,
 };
@@ -55,8 +55,8 @@ enum Slot {
     /// Submitted, its issuer stopped waiting (a driver command that timed out): freed when it
     /// completes or is lost.
     Abandoned,
-    /// Completed with this status field and dword 0, for its issuer to take.
-    Done(u16, u32),
+    /// Completed so, for its issuer to take.
+    Done(Completion),
     /// Lost in a reset or disable: it will never complete.
     Lost,
 }
@@ -69,17 +69,17 @@ pub(crate) struct Ticket {
 
 /// The outcome of a user command taken by [`AdminQueue::take`].
 pub(crate) enum Outcome {
-    /// Completed: status field (0: success) and dword 0.
-    Done(u16, u32),
+    /// Completed so.
+    Done(Completion),
     /// Lost in a reset or disable of the controller.
     Lost,
 }
 
 impl Outcome {
-    /// Status field and dword 0; `EINTR` for a lost command (as C's cancelled commands).
-    pub(crate) fn into_result(self) -> Result<(u16, u32)> {
+    /// How the command completed; `EINTR` for a lost command (as C's cancelled commands).
+    pub(crate) fn into_result(self) -> Result<Completion> {
         match self {
-            Self::Done(status, result) => Ok((status, result)),
+            Self::Done(done) => Ok(done),
             Self::Lost => Err(EINTR),
         }
     }
@@ -153,7 +153,7 @@ impl AdminQueue {
             }
             regs.cq_doorbell(0, self.head);
             match self.slots.get_mut(usize::from(cqe.cid)) {
-                Some(slot @ Slot::Waiting) => *slot = Slot::Done(cqe.status, cqe.result),
+                Some(slot @ Slot::Waiting) => *slot = Slot::Done(cqe.done),
                 Some(slot @ Slot::Abandoned) => *slot = Slot::Free,
                 _ => pr_warn!("admin completion for unknown command {}\n", cqe.cid),
             }
@@ -199,7 +199,7 @@ impl AdminQueue {
     pub(crate) fn take(&mut self, ticket: &Ticket) -> Option<Outcome> {
         let slot = &mut self.slots[usize::from(ticket.cid)];
         let outcome = match *slot {
-            Slot::Done(status, result) => Outcome::Done(status, result),
+            Slot::Done(done) => Outcome::Done(done),
             Slot::Lost => Outcome::Lost,
             _ => return None,
         };
@@ -218,14 +218,13 @@ impl AdminQueue {
 
     /// Run `sqe` and wait for its completion; returns dword 0 of the completion.
     pub(crate) fn run(&mut self, regs: &Regs, sqe: Sqe) -> Result<u32> {
-        let (status, result) = self.run_status(regs, sqe)?;
-        cmd::status_to_result(status).map(|()| result)
+        let done = self.run_status(regs, sqe)?;
+        cmd::status_to_result(done.status).map(|()| done.result)
     }
 
     /// Run a driver command `sqe`, holding the lock, and wait for its completion (at most
-    /// `admin_timeout`); returns its status field (0: success) and dword 0, whatever the
-    /// status.
-    pub(crate) fn run_status(&mut self, regs: &Regs, sqe: Sqe) -> Result<(u16, u32)> {
+    /// `admin_timeout`); returns how it completed, whatever the status.
+    pub(crate) fn run_status(&mut self, regs: &Regs, sqe: Sqe) -> Result<Completion> {
         let ticket = self.submit_in(regs, sqe, usize::from(ADMIN_DEPTH) - 1)?;
         let timeout = self.timeout;
         let waited = read_poll_timeout(
@@ -235,7 +234,7 @@ impl AdminQueue {
             timeout,
         );
         match waited {
-            Ok(Some(Outcome::Done(status, result))) => Ok((status, result)),
+            Ok(Some(Outcome::Done(done))) => Ok(done),
             Ok(_) => Err(EINTR),
             Err(e) => {
                 self.abandon(ticket);

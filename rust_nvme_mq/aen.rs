@@ -14,7 +14,7 @@
 
 use crate::{
     admin::{AdminEvents, AdminWork, Outcome, Ticket},
-    cmd::{self, Sqe},
+    cmd::{self, Completion, Sqe},
     ctrl::Ctrl,
 };
 use kernel::{
@@ -114,8 +114,8 @@ impl Aen {
         let mut event = None;
         if let Some(ticket) = state.request.take() {
             match admin.poll(&ctrl.regs, &ticket) {
-                Ok(Some(Outcome::Done(0, result))) => event = Some(result),
-                Ok(Some(Outcome::Done(status, _))) => {
+                Ok(Some(Outcome::Done(Completion { status: 0, result }))) => event = Some(result),
+                Ok(Some(Outcome::Done(Completion { status, .. }))) => {
                     pr_warn!(
                         "rnvme{}: Asynchronous Event Request failed (status {:#x})\n",
                         ctrl.index,

@@ -224,12 +224,20 @@ pub(crate) struct Cqe {
     status: u16,
 }
 
-/// A completion read off a completion queue.
+/// How a command completed: its status field (0: success) and dword 0 of its completion
+/// entry (the command specific result).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Completion {
-    pub(crate) cid: u16,
-    pub(crate) result: u32,
     /// The status field, without the phase bit.
     pub(crate) status: u16,
+    pub(crate) result: u32,
+}
+
+/// A completion read off a completion queue: the command it is for, and how it completed.
+#[derive(Clone, Copy)]
+pub(crate) struct CqEntry {
+    pub(crate) cid: u16,
+    pub(crate) done: Completion,
 }
 
 /// A view of entry `index` of a queue of `T` in `ring`.
@@ -248,21 +256,19 @@ pub(crate) fn write_sqe(ring: &Coherent<[u8]>, index: u16, sqe: Sqe) -> Result {
 }
 
 /// The completion at entry `index` of `ring`, if its phase tag is `phase` (it is new).
-pub(crate) fn read_cqe(
-    ring: &Coherent<[u8]>,
-    index: u16,
-    phase: bool,
-) -> Result<Option<Completion>> {
+pub(crate) fn read_cqe(ring: &Coherent<[u8]>, index: u16, phase: bool) -> Result<Option<CqEntry>> {
     let cqe = entry::<Cqe>(ring, usize::from(index))?;
     // The status word first: the rest is only valid once its phase tag has flipped.
     let status: u16 = kernel::io::io_read!(cqe, .status);
     if (status & 1 != 0) != phase {
         return Ok(None);
     }
-    Ok(Some(Completion {
+    Ok(Some(CqEntry {
         cid: kernel::io::io_read!(cqe, .cid),
-        result: kernel::io::io_read!(cqe, .result),
-        status: status >> 1,
+        done: Completion {
+            status: status >> 1,
+            result: kernel::io::io_read!(cqe, .result),
+        },
     }))
 }
 

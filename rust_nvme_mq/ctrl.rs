@@ -6,7 +6,7 @@
 
 use crate::{
     admin::{AdminQueue, AdminWork, Ticket, POLL_INTERVAL},
-    cmd::{self, IdCtrl, Sqe},
+    cmd::{self, Completion, IdCtrl, Sqe},
     queue::Delivery,
     queueset::{QueueSet, COUNTER_COLUMNS},
     regs::{Regs, PCI_COMMAND},
@@ -358,8 +358,8 @@ impl Ctrl {
 
     /// Run a user's admin command `sqe` (the passthrough ioctls) on a live controller and
     /// wait for it, for `timeout` (`None`: `admin_timeout`), without holding the admin lock:
-    /// Aborts, resets and the driver's other commands go on meanwhile. Returns its status
-    /// field and dword 0. A command that does not complete in time resets the controller,
+    /// Aborts, resets and the driver's other commands go on meanwhile. Returns how it
+    /// completed. A command that does not complete in time resets the controller,
     /// like the C driver's `nvme_timeout()` for admin commands, and fails with `EINTR` (as a
     /// cancelled command does in C) once the controller no longer holds it, so that its data
     /// buffer can be reused. `EINTR` too if a reset or removal loses it meanwhile.
@@ -367,7 +367,7 @@ impl Ctrl {
         self: &Arc<Self>,
         sqe: Sqe,
         timeout: Option<Delta>,
-    ) -> Result<(u16, u32)> {
+    ) -> Result<Completion> {
         let opcode = sqe.opcode();
         let (ticket, admin_timeout) = {
             let mut admin = self.live_admin()?;
@@ -410,7 +410,7 @@ impl Ctrl {
         ticket: Ticket,
         opcode: u8,
         admin_timeout: Delta,
-    ) -> Result<(u16, u32)> {
+    ) -> Result<Completion> {
         self.schedule_reset();
         // The reset (or, during removal, the disable) notes the command as lost once the
         // controller is disabled; that takes at most one driver command (Delete I/O queue)

@@ -16,7 +16,7 @@
 //! character device's (`chardev.rs`, `rescan.rs`).
 
 use crate::{
-    cmd::{self, Sqe},
+    cmd::{self, Completion, Sqe},
     ctrl::{Ctrl, CtrlState},
     nsdisk::{NsDisk, NsSet, Revalidated},
     request::NvmeOps,
@@ -320,15 +320,15 @@ impl Passthru {
         let len = usize::try_from(c.data_len)?;
         let to_ctrl = c.is_write();
         let timeout = c.timeout();
-        let (status, result) = if changes_namespaces(c.opcode) {
+        let done = if changes_namespaces(c.opcode) {
             self.admin_cmd_frozen(on_ns, sqe, to_ctrl, c.addr, len, timeout)?
         } else {
             self.run_with_data(sqe, to_ctrl, c.addr, len, |sqe| {
                 self.ctrl.run_user_admin(sqe, timeout)
             })?
         };
-        write_result(arg, layout, result)?;
-        Ok(status.into())
+        write_result(arg, layout, done.result)?;
+        Ok(done.status.into())
     }
 
     /// An admin command that changes the format or content of namespaces, like the C driver's
@@ -348,7 +348,7 @@ impl Passthru {
         addr: u64,
         len: usize,
         timeout: Option<Delta>,
-    ) -> Result<(u16, u32)> {
+    ) -> Result<Completion> {
         // Dropped (the disks deleted) after the lock on the list is released, as in a rescan.
         let mut gone = KVec::new();
         let mut disks = self.list.lock().ok_or(ENODEV)?;
@@ -434,14 +434,14 @@ impl Passthru {
         check_io(&c, ns.nsid, ns.lba_shift, len)?;
         let to_ctrl = c.is_write();
         let timeout = c.timeout();
-        let (status, result) = self.run_with_data(c.sqe(), to_ctrl, c.addr, len, |mut sqe| {
+        let done = self.run_with_data(c.sqe(), to_ctrl, c.addr, len, |mut sqe| {
             let bytes = driver_cmd(&mut sqe)?;
             let (status, result) = disk.disk.execute_driver_cmd(to_ctrl, bytes, timeout)?;
-            Ok((u16::try_from(status)?, result as u32))
+            completion(status, result)
         })?;
         drop(disks);
-        write_result(arg, layout, result)?;
-        Ok(status.into())
+        write_result(arg, layout, done.result)?;
+        Ok(done.status.into())
     }
 }
 
@@ -449,14 +449,14 @@ impl Passthru {
     /// Run the command `build` makes for the disk of namespace `nsid` (from its logical block
     /// size, as a shift), with the user memory it names mapped into its request: to the
     /// controller if `to_ctrl`. The list of disks stays locked throughout, so no format
-    /// changes the block size in between. Returns the status field and the result.
+    /// changes the block size in between.
     fn run_mapped(
         &self,
         nsid: u32,
         to_ctrl: bool,
         timeout: Option<Delta>,
         build: impl FnOnce(u32) -> Result<(Sqe, UserData)>,
-    ) -> Result<(u16, u64)> {
+    ) -> Result<Completion> {
         let disks = self.list.lock().ok_or(ENODEV)?;
         let disk = disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?;
         let (mut sqe, data) = build(disk.shape.addr().lba_shift)?;
@@ -464,7 +464,7 @@ impl Passthru {
         let (status, result) = disk
             .disk
             .execute_driver_cmd_user(to_ctrl, bytes, timeout, data)?;
-        Ok((u16::try_from(status)?, result))
+        completion(status, result)
     }
 
     /// `NVME_IOCTL_SUBMIT_IO` on the disk of namespace `nsid`, like the C driver's
@@ -494,11 +494,11 @@ impl Passthru {
         ];
         let sqe = Sqe::new(io.opcode, nsid).dwords(0, 0, cdw10_15);
         let addr = UserPtr::from_addr(usize::try_from(io.addr)?);
-        let (status, _) = self.run_mapped(nsid, is_write(io.opcode), None, |lba_shift| {
+        let done = self.run_mapped(nsid, is_write(io.opcode), None, |lba_shift| {
             let len = (usize::from(io.nblocks) + 1) << lba_shift;
             Ok((sqe, UserData::Buffer { addr, len }))
         })?;
-        Ok(status.into())
+        Ok(done.status.into())
     }
 
     /// `NVME_IOCTL_IO64_CMD_VEC` on the disk of namespace `nsid`: an I/O command whose data is
@@ -512,10 +512,9 @@ impl Passthru {
         self.require_sgl()?;
         let data = c.user_data(true)?;
         let sqe = c.sqe();
-        let (status, result) =
-            self.run_mapped(nsid, c.is_write(), c.timeout(), |_| Ok((sqe, data)))?;
-        write_result(arg, Layout::Cmd64, result as u32)?;
-        Ok(status.into())
+        let done = self.run_mapped(nsid, c.is_write(), c.timeout(), |_| Ok((sqe, data)))?;
+        write_result(arg, Layout::Cmd64, done.result)?;
+        Ok(done.status.into())
     }
 }
 
@@ -676,8 +675,8 @@ impl Passthru {
         to_ctrl: bool,
         addr: u64,
         len: usize,
-        run: impl FnOnce(Sqe) -> Result<(u16, u32)>,
-    ) -> Result<(u16, u32)> {
+        run: impl FnOnce(Sqe) -> Result<Completion>,
+    ) -> Result<Completion> {
         if len > MAX_DATA {
             return Err(EINVAL);
         }
@@ -691,12 +690,21 @@ impl Passthru {
             io_project!(&bounce.data, [try: 0..len]).copy_from_slice(&data);
         }
         let (prp1, prp2) = bounce.prps(len);
-        let (status, result) = run(sqe.prps(prp1, prp2))?;
+        let done = run(sqe.prps(prp1, prp2))?;
         if !to_ctrl && len > 0 {
             writer.write_dma(&bounce.data, 0, len)?;
         }
-        Ok((status, result))
+        Ok(done)
     }
+}
+
+/// The completion of a driver-private request: its status field and result (dword 0 of the
+/// completion, `request.rs`).
+fn completion(status: impl TryInto<u16>, result: impl TryInto<u32>) -> Result<Completion> {
+    Ok(Completion {
+        status: status.try_into().map_err(|_| EINVAL)?,
+        result: result.try_into().map_err(|_| EINVAL)?,
+    })
 }
 
 /// Whether an admin command changes the format or content of namespaces, so that their disks
