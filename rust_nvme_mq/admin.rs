@@ -42,8 +42,6 @@ pub(crate) const POLL_INTERVAL: Delta = Delta::from_millis(1);
 const USER_SLOTS: usize = ADMIN_DEPTH as usize - 3;
 /// Slots the Asynchronous Event Request may take: all but the driver command's.
 const ASYNC_SLOTS: usize = ADMIN_DEPTH as usize - 2;
-/// Get Log Page.
-const ADMIN_GET_LOG_PAGE: u8 = 0x02;
 
 /// What became of the command with a given command identifier (its slot).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -252,7 +250,7 @@ impl AdminQueue {
         cns: u32,
         f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
     ) -> Result<R> {
-        self.read_data(regs, Sqe::new(cmd::ADMIN_IDENTIFY, nsid).cdw10(cns), f)
+        self.read_data(regs, Sqe::identify(nsid, cns), f)
     }
 
     /// Read log page `lid` (its first 4 KiB) and call `f` with it; `rae`: keep the
@@ -265,10 +263,8 @@ impl AdminQueue {
         rae: bool,
         f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
     ) -> Result<R> {
-        let dwords = (cmd::IDENTIFY_SIZE / 4 - 1) as u32;
-        let sqe = Sqe::new(ADMIN_GET_LOG_PAGE, 0xffff_ffff)
-            .cdw10(u32::from(lid) | (u32::from(rae) << 15) | (dwords << 16));
-        self.read_data(regs, sqe, f)
+        let dwords = (cmd::IDENTIFY_SIZE / 4) as u32;
+        self.read_data(regs, Sqe::get_log_page(lid, rae, dwords), f)
     }
 
     /// Run `sqe` with the admin queue's data buffer (zeroed first: what the controller does not
@@ -287,13 +283,8 @@ impl AdminQueue {
     /// Ask for `want` I/O queue pairs; returns how many the controller grants (at most
     /// `want`).
     pub(crate) fn set_queue_count(&mut self, regs: &Regs, want: u32) -> Result<u32> {
-        let granted = self.run(
-            regs,
-            Sqe::new(cmd::ADMIN_SET_FEATURES, 0)
-                .cdw10(cmd::FEAT_NUM_QUEUES)
-                .cdw11((want - 1) | ((want - 1) << 16)),
-        )?;
-        Ok(want.min((granted & 0xffff) + 1).min((granted >> 16) + 1))
+        let granted = self.run(regs, Sqe::set_queue_count(want))?;
+        Ok(cmd::granted_queues(granted, want))
     }
 
     /// Create the queue pair of `q`, its completions interrupting on `vector`, or raising no
@@ -304,26 +295,12 @@ impl AdminQueue {
         q: &IoQueue,
         vector: Option<u32>,
     ) -> Result {
-        let qid = u32::from(q.qid);
-        let size = u32::from(q.depth - 1) << 16;
+        let (qid, depth) = (q.qid, q.depth);
         let (sq, cq) = q.ring_addresses();
-        let irq = vector.map_or(0, |v| cmd::CQ_IRQ_ENABLED | (v << 16));
-        self.run(
-            regs,
-            Sqe::new(cmd::ADMIN_CREATE_CQ, 0)
-                .prps(cq, 0)
-                .cdw10(qid | size)
-                .cdw11(cmd::QUEUE_PHYS_CONTIG | irq),
-        )
-        .inspect_err(|e| pr_err!("creating I/O CQ {} failed: {:?}\n", qid, e))?;
-        self.run(
-            regs,
-            Sqe::new(cmd::ADMIN_CREATE_SQ, 0)
-                .prps(sq, 0)
-                .cdw10(qid | size)
-                .cdw11(cmd::QUEUE_PHYS_CONTIG | (qid << 16)),
-        )
-        .inspect_err(|e| pr_err!("creating I/O SQ {} failed: {:?}\n", qid, e))?;
+        self.run(regs, Sqe::create_cq(qid, depth, cq, vector))
+            .inspect_err(|e| pr_err!("creating I/O CQ {} failed: {:?}\n", qid, e))?;
+        self.run(regs, Sqe::create_sq(qid, depth, sq))
+            .inspect_err(|e| pr_err!("creating I/O SQ {} failed: {:?}\n", qid, e))?;
         Ok(())
     }
 
@@ -334,10 +311,12 @@ impl AdminQueue {
     /// that does not answer is disabled anyway), so this takes at most one `admin_timeout`
     /// beyond what the controller needs.
     pub(crate) fn delete_io_queues(&mut self, regs: &Regs, queues: &[Arc<IoQueue>]) -> Result {
-        for (opcode, what) in [(cmd::ADMIN_DELETE_SQ, "SQ"), (cmd::ADMIN_DELETE_CQ, "CQ")] {
+        for sq in [true, false] {
+            let what = if sq { "SQ" } else { "CQ" };
             for q in queues.iter().rev() {
-                let qid = u32::from(q.qid);
-                self.run(regs, Sqe::new(opcode, 0).cdw10(qid))
+                let qid = q.qid;
+                let delete = if sq { Sqe::delete_sq } else { Sqe::delete_cq };
+                self.run(regs, delete(qid))
                     .inspect_err(|e| pr_warn!("deleting I/O {} {} failed: {:?}\n", what, qid, e))?;
             }
         }
@@ -346,8 +325,7 @@ impl AdminQueue {
 
     /// Abort command `cid` of submission queue `qid`.
     pub(crate) fn abort(&mut self, regs: &Regs, qid: u16, cid: u16) -> Result {
-        let abort = Sqe::new(cmd::ADMIN_ABORT, 0).cdw10(u32::from(qid) | (u32::from(cid) << 16));
-        self.run(regs, abort).map(|_| ())
+        self.run(regs, Sqe::abort(qid, cid)).map(|_| ())
     }
 }
 

@@ -26,11 +26,6 @@ use kernel::{
     },
 };
 
-const ADMIN_ASYNC_EVENT: u8 = 0x0c;
-const FEAT_ASYNC_EVENT_CONFIG: u32 = 0x0b;
-/// The events asked for: every SMART/health critical warning (bits 7:0) and Namespace
-/// Attribute Notices (bit 8).
-const EVENTS: u32 = 0xff | (1 << 8);
 /// Asynchronous event types (bits 2:0 of the completion's dword 0).
 const TYPE_ERROR: u32 = 0;
 const TYPE_SMART: u32 = 1;
@@ -132,9 +127,7 @@ impl Aen {
             return event;
         }
         if !state.enabled {
-            let enable = Sqe::new(cmd::ADMIN_SET_FEATURES, 0)
-                .cdw10(FEAT_ASYNC_EVENT_CONFIG)
-                .cdw11(EVENTS);
+            let enable = Sqe::async_event_config(cmd::AEC_SMART_AND_NS_ATTR);
             if let Err(e) = admin.run(&ctrl.regs, enable) {
                 pr_warn!(
                     "rnvme{}: enabling asynchronous events failed ({:?})\n",
@@ -144,7 +137,7 @@ impl Aen {
             }
             state.enabled = true;
         }
-        match admin.submit_async(&ctrl.regs, Sqe::new(ADMIN_ASYNC_EVENT, 0)) {
+        match admin.submit_async(&ctrl.regs, Sqe::async_event()) {
             Ok(ticket) => state.request = Some(ticket),
             Err(e) => pr_warn!(
                 "rnvme{}: no Asynchronous Event Request ({:?})\n",
@@ -159,7 +152,7 @@ impl Aen {
     /// read its log page to clear it, then rescan or log.
     fn handle(&self, result: u32) {
         let ctrl = &self.ctrl;
-        let (kind, info, lid) = (result & 7, (result >> 8) & 0xff, (result >> 16) as u8);
+        let cmd::AsyncEvent { kind, info, lid } = result.into();
         if kind == TYPE_SMART {
             self.smart_event(info, lid);
             return;

@@ -22,6 +22,8 @@ pub(crate) const ADMIN_CREATE_CQ: u8 = 0x05;
 pub(crate) const ADMIN_IDENTIFY: u8 = 0x06;
 pub(crate) const ADMIN_ABORT: u8 = 0x08;
 pub(crate) const ADMIN_SET_FEATURES: u8 = 0x09;
+const ADMIN_GET_LOG_PAGE: u8 = 0x02;
+const ADMIN_ASYNC_EVENT: u8 = 0x0c;
 
 // NVM opcodes.
 pub(crate) const NVM_FLUSH: u8 = 0x00;
@@ -38,6 +40,11 @@ pub(crate) const CNS_NS_DESC_LIST: u32 = 0x03;
 
 /// Feature: Number of Queues.
 pub(crate) const FEAT_NUM_QUEUES: u32 = 0x07;
+/// Feature: Asynchronous Event Configuration.
+const FEAT_ASYNC_EVENT_CONFIG: u32 = 0x0b;
+/// Asynchronous Event Configuration: every SMART/health critical warning (bits 7:0) and
+/// Namespace Attribute Notices (bit 8).
+pub(crate) const AEC_SMART_AND_NS_ATTR: u32 = 0xff | (1 << 8);
 
 /// Create I/O CQ/SQ cdw11: physically contiguous.
 pub(crate) const QUEUE_PHYS_CONTIG: u32 = 1 << 0;
@@ -148,6 +155,100 @@ impl Sqe {
         self.cdw10(lba as u32).cdw11((lba >> 32) as u32)
     }
 
+    /// Identify `cns` of namespace `nsid` (data pointer to be set).
+    pub(crate) fn identify(nsid: u32, cns: u32) -> Self {
+        Self::new(ADMIN_IDENTIFY, nsid).cdw10(cns)
+    }
+
+    /// Get Log Page `lid`, `dwords` dwords of it (for every namespace; data pointer to be
+    /// set); `rae`: Retain Asynchronous Event.
+    pub(crate) fn get_log_page(lid: u8, rae: bool, dwords: u32) -> Self {
+        let numdl = (dwords - 1) & 0xffff;
+        Self::new(ADMIN_GET_LOG_PAGE, 0xffff_ffff)
+            .cdw10(u32::from(lid) | (u32::from(rae) << 15) | (numdl << 16))
+    }
+
+    /// Set Features `fid` to `value` (dword 11).
+    pub(crate) fn set_features(fid: u32, value: u32) -> Self {
+        Self::new(ADMIN_SET_FEATURES, 0).cdw10(fid).cdw11(value)
+    }
+
+    /// Set Features, Number of Queues: `want` submission and completion queues (1..=65535).
+    pub(crate) fn set_queue_count(want: u32) -> Self {
+        let n = want - 1;
+        Self::set_features(FEAT_NUM_QUEUES, n | (n << 16))
+    }
+
+    /// Set Features, Asynchronous Event Configuration: the events `events` reported.
+    pub(crate) fn async_event_config(events: u32) -> Self {
+        Self::set_features(FEAT_ASYNC_EVENT_CONFIG, events)
+    }
+
+    /// Asynchronous Event Request.
+    pub(crate) fn async_event() -> Self {
+        Self::new(ADMIN_ASYNC_EVENT, 0)
+    }
+
+    /// Create I/O Completion Queue `qid` of `depth` entries at `addr` (physically contiguous),
+    /// interrupting on `vector`, or without interrupts (`None`).
+    pub(crate) fn create_cq(qid: u16, depth: u16, addr: u64, vector: Option<u32>) -> Self {
+        let irq = vector.map_or(0, |v| CQ_IRQ_ENABLED | (v << 16));
+        Self::new(ADMIN_CREATE_CQ, 0)
+            .prps(addr, 0)
+            .cdw10(queue_id_size(qid, depth))
+            .cdw11(QUEUE_PHYS_CONTIG | irq)
+    }
+
+    /// Create I/O Submission Queue `qid` of `depth` entries at `addr` (physically
+    /// contiguous), completing on completion queue `qid`.
+    pub(crate) fn create_sq(qid: u16, depth: u16, addr: u64) -> Self {
+        Self::new(ADMIN_CREATE_SQ, 0)
+            .prps(addr, 0)
+            .cdw10(queue_id_size(qid, depth))
+            .cdw11(QUEUE_PHYS_CONTIG | (u32::from(qid) << 16))
+    }
+
+    /// Delete I/O Submission Queue `qid`.
+    pub(crate) fn delete_sq(qid: u16) -> Self {
+        Self::new(ADMIN_DELETE_SQ, 0).cdw10(qid.into())
+    }
+
+    /// Delete I/O Completion Queue `qid`.
+    pub(crate) fn delete_cq(qid: u16) -> Self {
+        Self::new(ADMIN_DELETE_CQ, 0).cdw10(qid.into())
+    }
+
+    /// Abort command `cid` of submission queue `qid`.
+    pub(crate) fn abort(qid: u16, cid: u16) -> Self {
+        Self::new(ADMIN_ABORT, 0).cdw10(u32::from(qid) | (u32::from(cid) << 16))
+    }
+
+    /// A read, write or compare (`opcode`) of namespace `nsid` as `struct nvme_user_io`
+    /// describes it: `nlb0` blocks (0's based) from `slba`, with its control, dataset
+    /// management and protection fields; data pointer to be set.
+    pub(crate) fn user_io(
+        opcode: u8,
+        nsid: u32,
+        slba: u64,
+        nlb0: u16,
+        fields: UserIoFields,
+    ) -> Self {
+        let cdw12 = u32::from(nlb0) | (u32::from(fields.control) << 16);
+        let cdw15 = u32::from(fields.apptag) | (u32::from(fields.appmask) << 16);
+        Self::new(opcode, nsid).dwords(
+            0,
+            0,
+            [
+                slba as u32,
+                (slba >> 32) as u32,
+                cdw12,
+                fields.dsmgmt,
+                fields.reftag,
+                cdw15,
+            ],
+        )
+    }
+
     /// What an error line says of the command: its opcode, and the starting LBA and the
     /// number of blocks of a read, write or write zeroes (0 for other commands).
     pub(crate) fn describe(&self) -> Described {
@@ -162,6 +263,52 @@ impl Sqe {
             opcode: self.opcode,
             lba,
             blocks,
+        }
+    }
+}
+
+/// The fields of a read, write or compare beyond its range ([`Sqe::user_io`]).
+pub(crate) struct UserIoFields {
+    pub(crate) control: u16,
+    pub(crate) dsmgmt: u32,
+    pub(crate) reftag: u32,
+    pub(crate) apptag: u16,
+    pub(crate) appmask: u16,
+}
+
+/// Create I/O CQ/SQ dword 10: queue identifier and size (0's based).
+fn queue_id_size(qid: u16, depth: u16) -> u32 {
+    u32::from(qid) | (u32::from(depth - 1) << 16)
+}
+
+/// How many I/O queue pairs a Number of Queues feature `result` (dword 0) grants, at most
+/// `want`.
+pub(crate) fn granted_queues(result: u32, want: u32) -> u32 {
+    want.min((result & 0xffff) + 1).min((result >> 16) + 1)
+}
+
+/// The range of a Dataset Management command (context attributes 0, `blocks` blocks from
+/// `lba`), as the two little-endian quadwords written to its data.
+pub(crate) fn dsm_range(lba: u64, blocks: u32) -> [u64; 2] {
+    [u64::from(blocks) << 32, lba]
+}
+
+/// An asynchronous event, as dword 0 of an Asynchronous Event Request's completion says it.
+pub(crate) struct AsyncEvent {
+    /// Event type (bits 2:0).
+    pub(crate) kind: u32,
+    /// Event information (bits 15:8).
+    pub(crate) info: u32,
+    /// The log page to read (bits 23:16).
+    pub(crate) lid: u8,
+}
+
+impl From<u32> for AsyncEvent {
+    fn from(result: u32) -> Self {
+        Self {
+            kind: result & 7,
+            info: (result >> 8) & 0xff,
+            lid: (result >> 16) as u8,
         }
     }
 }

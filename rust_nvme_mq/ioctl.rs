@@ -484,15 +484,14 @@ impl Passthru {
         if !capable(Capability::SYS_ADMIN) {
             return Err(EACCES);
         }
-        let cdw10_15 = [
-            io.slba as u32,
-            (io.slba >> 32) as u32,
-            u32::from(io.nblocks) | u32::from(io.control) << 16,
-            io.dsmgmt,
-            io.reftag,
-            u32::from(io.apptag) | u32::from(io.appmask) << 16,
-        ];
-        let sqe = Sqe::new(io.opcode, nsid).dwords(0, 0, cdw10_15);
+        let fields = cmd::UserIoFields {
+            control: io.control,
+            dsmgmt: io.dsmgmt,
+            reftag: io.reftag,
+            apptag: io.apptag,
+            appmask: io.appmask,
+        };
+        let sqe = Sqe::user_io(io.opcode, nsid, io.slba, io.nblocks, fields);
         let addr = UserPtr::from_addr(usize::try_from(io.addr)?);
         let done = self.run_mapped(nsid, is_write(io.opcode), None, |lba_shift| {
             let len = (usize::from(io.nblocks) + 1) << lba_shift;
