@@ -16,9 +16,9 @@ Reads the drivers' sources (no kernel needed) and prints "PASS name" / "FAIL nam
 with what is wrong on failure:
   nvme_imports_acyclic      the module graph of rust_nvme_mq (rust_nvme_mq.rs and
                             rust_nvme_mq/*.rs), rebuilt from 'use crate::...' trees, 'crate::x::'
-                            paths in code and a file's top-level 'use super::' / 'super::' (the
-                            crate root; a module naming the root's own items depends on it), has
-                            no cycle; prints every elementary cycle
+                            paths in code and 'super::' outside an inline module (the crate
+                            root: a module naming the root's own items depends on it, which
+                            declares every module), has no cycle; prints every elementary cycle
   nvme_module_table         the crate doc's "# Structure" table names each module file exactly
                             once, and each module uses only modules of rows above its own
   drivers_functions_short   no function (fn to its closing brace) of rust_pmem.rs or
