@@ -738,3 +738,80 @@ mod tests {
         assert!(!status_is_retryable(SC_READ_ERROR | STATUS_DNR));
     }
 }
+
+/// The commands' dwords as the NVMe base specification lays them out, for those a constructor
+/// packs from several fields.
+#[kunit_tests(rust_nvme_mq_cmd)]
+mod command_tests {
+    use super::*;
+
+    #[test]
+    fn queue_commands() {
+        // Create I/O CQ: QSIZE (0's based) 31:16, QID 15:0; IV 31:16, IEN bit 1, PC bit 0.
+        let cq = Sqe::create_cq(3, 1024, 0x1000, Some(2));
+        assert_eq!(
+            (cq.opcode, cq.cdw10, cq.cdw11),
+            (0x05, 0x03ff_0003, 0x0002_0003)
+        );
+        assert_eq!(cq.prp1, 0x1000);
+        assert_eq!(Sqe::create_cq(3, 1024, 0x1000, None).cdw11, 0x0000_0001);
+        // Create I/O SQ: as the CQ; CQID 31:16, PC bit 0.
+        let sq = Sqe::create_sq(3, 1024, 0x2000);
+        assert_eq!(
+            (sq.opcode, sq.cdw10, sq.cdw11),
+            (0x01, 0x03ff_0003, 0x0003_0001)
+        );
+        assert_eq!(sq.prp1, 0x2000);
+        let (dsq, dcq) = (Sqe::delete_sq(3), Sqe::delete_cq(3));
+        assert_eq!(
+            (dsq.opcode, dsq.cdw10, dcq.opcode, dcq.cdw10),
+            (0x00, 3, 0x04, 3)
+        );
+        // Abort: CID 31:16, SQID 15:0.
+        let abort = Sqe::abort(5, 7);
+        assert_eq!((abort.opcode, abort.cdw10), (0x08, 0x0007_0005));
+    }
+
+    #[test]
+    fn feature_and_log_commands() {
+        // Number of Queues: NCQR 31:16, NSQR 15:0, both 0's based; answered the same way.
+        let nq = Sqe::set_queue_count(4);
+        assert_eq!((nq.opcode, nq.cdw10, nq.cdw11), (0x09, 0x07, 0x0003_0003));
+        assert_eq!(granted_queues(0x0001_0003, 8), 2);
+        assert_eq!(granted_queues(0x0007_0007, 4), 4);
+        // Get Log Page: NUMDL (0's based) 31:16, RAE bit 15, LID 7:0; every namespace.
+        let log = Sqe::get_log_page(0x02, true, 1024);
+        assert_eq!(
+            (log.opcode, log.nsid, log.cdw10),
+            (0x02, 0xffff_ffff, 0x03ff_8002)
+        );
+        let aec = Sqe::async_event_config(AEC_SMART_AND_NS_ATTR);
+        assert_eq!((aec.cdw10, aec.cdw11), (0x0b, 0x1ff));
+        assert_eq!(Sqe::async_event().opcode, 0x0c);
+        let id = Sqe::identify(1, CNS_NS_DESC_LIST);
+        assert_eq!((id.opcode, id.nsid, id.cdw10), (0x06, 1, 3));
+    }
+
+    #[test]
+    fn io_fields() {
+        // Read: SLBA in 10-11; NLB (0's based) 15:0 and the control bits 31:16 of CDW12;
+        // ELBAT 13:0 and ELBATM 31:16 of CDW15.
+        let fields = UserIoFields {
+            control: 0x4000,
+            dsmgmt: 0x11,
+            reftag: 0x22,
+            apptag: 0x33,
+            appmask: 0x44,
+        };
+        let rw = Sqe::user_io(NVM_READ, 1, 0x1_0000_0002, 7, fields);
+        assert_eq!((rw.opcode, rw.nsid, rw.cdw10, rw.cdw11), (0x02, 1, 2, 1));
+        assert_eq!((rw.cdw12, rw.cdw13, rw.cdw14), (0x4000_0007, 0x11, 0x22));
+        assert_eq!(rw.cdw15, 0x0044_0033);
+        // Dataset Management range: context attributes 31:0, length 63:32, then the LBA.
+        assert_eq!(dsm_range(0x1234, 16), [16 << 32, 0x1234]);
+        // Asynchronous event: type 2:0, information 15:8, log page 23:16 (a namespace
+        // attribute notice, Changed Namespace List).
+        let e = AsyncEvent::from(0x0004_0002);
+        assert_eq!((e.kind, e.info, e.lid), (2, 0, 4));
+    }
+}

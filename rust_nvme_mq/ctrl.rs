@@ -821,3 +821,42 @@ impl PinnedDrop for Ctrl {
         }
     }
 }
+
+#[kunit_tests(rust_nvme_mq_ctrl_state)]
+mod tests {
+    use super::*;
+
+    const ALL: [CtrlState; 5] = [
+        CtrlState::Live,
+        CtrlState::Resetting,
+        CtrlState::Dead,
+        CtrlState::Suspended,
+        CtrlState::Deleting,
+    ];
+
+    #[test]
+    fn stored_state_reads_back() {
+        for s in ALL {
+            assert_eq!(CtrlState::from_raw(s as i32), s);
+        }
+    }
+
+    /// The rules the driver relies on: `Dead` is final; a controller being removed is only
+    /// disabled, never reset, suspended or live again; only a reset makes it live; a sleep
+    /// starts from live only and ends in a reset; nothing changes to what it is.
+    #[test]
+    fn transitions() {
+        use CtrlState::*;
+        for s in ALL {
+            assert!(!Dead.may_become(s));
+            assert!(!s.may_become(s));
+            assert_eq!(Deleting.may_become(s), s == Dead);
+            assert_eq!(s.may_become(Live), s == Resetting);
+            assert_eq!(s.may_become(Suspended), s == Live);
+            assert_eq!(Suspended.may_become(s), matches!(s, Resetting | Deleting));
+        }
+        assert!(Live.may_become(Resetting) && Live.may_become(Deleting));
+        assert!(Resetting.may_become(Dead) && Resetting.may_become(Deleting));
+        assert!(!Live.may_become(Dead));
+    }
+}
