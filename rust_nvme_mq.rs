@@ -160,26 +160,35 @@
 //!
 //! # Structure
 //!
-//! The modules, each using only those listed before it (no module uses one after it, nor
-//! the crate root):
+//! The modules, in three layers, each using only those listed before it (no module uses one
+//! after it, nor the crate root; `tests/host/structure.sh` checks this table against the
+//! imports):
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | **hardware** | |
 //! | `regs` | controller registers (CAP, CC, CSTS with its shutdown status, ...) and doorbells |
-//! | `cmd` | command, completion and Identify layouts; completion status to errno |
+//! | `sgl` | SGL descriptors of a transfer |
 //! | `prp` | PRP entries and lists of a transfer |
+//! | `cmd` | command, completion and Identify layouts; completion status to errno |
+//! | `transfer` | how a controller's transfers are described (MDTS, PRPs or SGLs) and each slot's list page |
 //! | `request` | `NvmeOps` (the request type), request to command (the only place), completion to result (a passthrough request keeps status and result in its own data) |
 //! | `queue` | `IoQueue`: one queue pair's rings, command slots, submission into a slot, reaping |
-//! | `admin` | the admin queue and its commands, the one Identify path (the queue's buffer) |
+//! | `admin` | the admin queue and its commands, the one Identify path (the queue's buffer); `AdminEvents` |
 //! | `queueset` | `QueueSet`: the I/O queues, CPU-to-queue map, vectors, queue selection and lending, IRQ handlers, counters |
-//! | `ctrl` | `Ctrl`: state, admin queue, queue set, disk list; bring-up, reset, removal, shutdown |
+//! | **controller** | |
+//! | `ctrl` | `Ctrl`: state, admin queue, queue set; bring-up, reset, removal, shutdown, sleep; `CtrlEvents`, what it reports to the namespaces (gone, namespaces changed, quiesce, unquiesce) |
+//! | `aen` | asynchronous events: the outstanding request, SMART warnings; namespace changes reported through `CtrlEvents` |
+//! | `hotplug`, `debugfs` | the CPU hotplug callbacks, the debugfs files |
+//! | **namespaces** | |
+//! | `ident` | namespace identifiers and the disk attributes that show them |
+//! | `link` | `Link`: what a character device's open files reach, cut when the device goes |
+//! | `nsdisk` | `NsDisk` (a namespace's disk, generic device, format) and `NsSet`, the disks of a controller: the one revalidation, the one removal |
 //! | `ioctl` | `Passthru`: the admin and I/O passthrough ioctls and their bounce buffer, io_uring passthrough commands |
 //! | `generic` | `/dev/rng<C>n<N>`: a namespace's generic device (its ioctls, io_uring commands and polling) |
-//! | `ns` | blk-mq callbacks of the disks, their tag set, `Namespaces`: the one namespace scan (probe and rescan) |
+//! | `ns` | blk-mq callbacks of the disks, their tag set, `Namespaces`: the one namespace scan (probe, rescan, events), the controller's `CtrlEvents` |
 //! | `rescan` | `NVME_IOCTL_RESCAN` |
-//! | `ident` | namespace identifiers and the disk attributes that show them |
-//! | `aen` | asynchronous events: the outstanding request, rescans and SMART warnings |
-//! | `chardev`, `debugfs`, `hotplug` | `/dev/rnvme<C>`, the debugfs files, the CPU hotplug callbacks |
+//! | `chardev` | `/dev/rnvme<C>`: the controller's character device |
 //!
 //! The crate root checks the parameters, brings the controller up step by step in `probe`
 //! and owns what a bound controller holds (`NvmeDevice`).
@@ -227,8 +236,12 @@ mod hotplug;
 mod ident;
 #[path = "rust_nvme_mq/ioctl.rs"]
 mod ioctl;
+#[path = "rust_nvme_mq/link.rs"]
+mod link;
 #[path = "rust_nvme_mq/ns.rs"]
 mod ns;
+#[path = "rust_nvme_mq/nsdisk.rs"]
+mod nsdisk;
 #[path = "rust_nvme_mq/prp.rs"]
 mod prp;
 #[path = "rust_nvme_mq/queue.rs"]
@@ -267,6 +280,7 @@ use kernel::{
     time::Delta,
 };
 use ns::Namespaces;
+use nsdisk::NsSet;
 use queue::IoQueue;
 use queueset::{CqIrq, QueueSet};
 use regs::Regs;
@@ -352,8 +366,6 @@ struct NvmeDevice {
     ctrl: Arc<Ctrl>,
     _irqs: Devres<pci::IrqHandlers<CqIrq>>,
     _index: CtrlIndex,
-    /// The tag set of the disks, quiesced across a system sleep.
-    tagset: Arc<TagSet<NvmeOps>>,
 }
 
 /// The module parameters a probe uses.
@@ -597,14 +609,15 @@ fn build_disk(
     builder.build_owned::<RustNvmeMq, _>(name, tagset, ns)
 }
 
-/// Add the disks of the controller's namespaces (the namespace scan) and hand them to the
-/// controller, which removes them if it dies. Nothing may fail after that: only
-/// `NvmeDevice`'s drop takes them back.
-fn add_disks(ctrl: &Ctrl, namespaces: &Namespaces) -> Result {
+/// Add the disks of the controller's namespaces (the namespace scan) to their list, which
+/// the controller tells to remove them when it dies or goes. Nothing may fail after that: only
+/// `NvmeDevice`'s drop (the controller's removal) takes them back.
+fn add_disks(ctrl: &Ctrl, namespaces: &Arc<Namespaces>) -> Result {
     let mut disks = KVec::new();
     let mut gone = KVec::new();
     namespaces.scan(&mut disks, &mut gone)?;
-    ctrl.set_disks(disks);
+    namespaces.list.set(disks);
+    ctrl.set_events(namespaces.clone());
     Ok(())
 }
 
@@ -637,13 +650,14 @@ impl NvmeDevice {
             admin_work.clone(),
         )?;
         announce(pdev, &regs, &ctrl, &info);
-        let passthru = ioctl::Passthru::new(ctrl.clone(), info.transfer.sgl, dev)?;
-        let namespaces = Namespaces::new(passthru, info, params.io_timeout, dev, build_disk)?;
+        let list = NsSet::new(ctrl.clone(), dev)?;
+        let passthru = ioctl::Passthru::new(list.clone(), info.transfer.sgl, dev)?;
+        let namespaces = Namespaces::new(list, passthru, info, params.io_timeout, dev, build_disk)?;
         let namespaces = Arc::new(namespaces, GFP_KERNEL)?;
         let chardev = chardev::register(namespaces.clone(), dev)?;
         let hotplug = hotplug::register(dev, ctrl.clone(), params.io_timeout)?;
         add_disks(&ctrl, &namespaces)?;
-        aen::Aen::start(namespaces.clone(), &admin_work)?;
+        aen::Aen::start(ctrl.clone(), &admin_work)?;
         Ok(Self {
             _hotplug: hotplug,
             _chardev: chardev,
@@ -651,7 +665,6 @@ impl NvmeDevice {
             ctrl,
             _irqs: irqs,
             _index: index,
-            tagset: namespaces.tagset().clone(),
         })
     }
 }
@@ -702,7 +715,7 @@ impl pci::Driver for NvmeDriver {
         _pdev: &'bound pci::Device<Core<'_>>,
         this: Pin<&Self::Data<'bound>>,
     ) -> Result {
-        this.ctrl.suspend(&this.tagset);
+        this.ctrl.suspend();
         Ok(())
     }
 
@@ -710,7 +723,7 @@ impl pci::Driver for NvmeDriver {
         _pdev: &'bound pci::Device<Core<'_>>,
         this: Pin<&Self::Data<'bound>>,
     ) -> Result {
-        this.ctrl.resume(&this.tagset);
+        this.ctrl.resume();
         Ok(())
     }
 }

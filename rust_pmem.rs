@@ -402,7 +402,18 @@ fn create_disk(ns: &nvdimm::Namespace<device::Core<'_>>, nowait: bool) -> Result
     let bb = Arc::pin_init(BadBlocks::new(), GFP_KERNEL)?;
     ns.populate_badblocks(&bb);
     let mem = Arc::new(mem, GFP_KERNEL)?;
-    build_disk(dev, name, mem, bb, None, (region, fua), nowait)
+    build_disk(
+        dev,
+        DiskParts {
+            name,
+            mem,
+            bb,
+            dax: None,
+            region,
+            fua,
+            nowait,
+        },
+    )
 }
 
 /// Create the disk of the fsdax namespace of `pfn`, with a DAX device; named like the disk of
@@ -437,46 +448,44 @@ fn create_fsdax_disk(pfn: &nvdimm::Pfn<device::Core<'_>>, nowait: bool) -> Resul
     // Like the C driver: `fsync()`/`msync()` of DAX mappings write the CPU caches back when
     // they are outside the persistence domain.
     dax.set_write_cache(pfn.has_cache());
-    build_disk(dev, name, mem, bb, Some(dax), (region, fua), nowait)
+    build_disk(
+        dev,
+        DiskParts {
+            name,
+            mem,
+            bb,
+            dax: Some(dax),
+            region,
+            fua,
+            nowait,
+        },
+    )
 }
 
-/// Make the disk `name` for `mem`.
-fn build_disk(
-    dev: &device::Device<device::Core<'_>>,
+/// What a disk is made of.
+struct DiskParts {
     name: CString,
     mem: Arc<Devres<Mapping>>,
     bb: Arc<BadBlocks>,
+    /// The DAX device of an fsdax namespace.
     dax: Option<dax::Device>,
-    (region, fua): (Arc<Devres<RegionFlush>>, bool),
+    /// How to flush the region, and whether writes need it to be durable (FUA and a write
+    /// cache).
+    region: Arc<Devres<RegionFlush>>,
+    fua: bool,
     nowait: bool,
-) -> Result<PmemDisk> {
-    let (range, size) = {
-        let mapping = mem.access(dev)?;
-        (mapping.range(), mapping.size())
-    };
-    let capacity_sectors = u64::try_from(size)? / SECTOR_SIZE;
-    let nr_hw_queues = kernel::cpu::nr_cpu_ids();
-    let tagset = Arc::pin_init(TagSet::new(nr_hw_queues, QUEUE_DEPTH, 1), GFP_KERNEL)?;
-    let has_dax = dax.is_some();
-    let queue = KBox::new(
-        PmemQueue {
-            mem,
-            size,
-            bb: bb.clone(),
-            name: CString::try_from(&*name)?,
-            region: region.clone(),
-        },
-        GFP_KERNEL,
-    )?;
-    let mut builder = GenDiskBuilder::new()
-        .parent(dev)
-        .badblocks(bb)
+}
+
+/// The disk's limits and features, for `capacity_sectors` sectors.
+fn disk_builder(parts: &DiskParts, capacity_sectors: u64) -> Result<GenDiskBuilder> {
+    Ok(GenDiskBuilder::new()
+        .badblocks(parts.bb.clone())
         .capacity_sectors(capacity_sectors)
         .logical_block_size(LOGICAL_BLOCK_SIZE)?
         .physical_block_size(PHYSICAL_BLOCK_SIZE)?
-        .write_cache(fua)
+        .write_cache(parts.fua)
         .synchronous(true)
-        .nowait(nowait)
+        .nowait(parts.nowait)
         // Like the bio-based C driver: no I/O statistics (a clock read and per-CPU counters per
         // request) and no merge attempt per bio; both can be turned on in sysfs (`iostats`,
         // `nomerges`).
@@ -484,7 +493,38 @@ fn build_disk(
         .merges(false)
         .max_hw_sectors(u32::MAX)
         .max_discard_sectors(MAX_ZERO_SECTORS)
-        .max_write_zeroes_sectors(MAX_ZERO_SECTORS);
+        .max_write_zeroes_sectors(MAX_ZERO_SECTORS))
+}
+
+/// Make the disk of `parts`.
+fn build_disk(dev: &device::Device<device::Core<'_>>, parts: DiskParts) -> Result<PmemDisk> {
+    let (range, size) = {
+        let mapping = parts.mem.access(dev)?;
+        (mapping.range(), mapping.size())
+    };
+    let capacity_sectors = u64::try_from(size)? / SECTOR_SIZE;
+    let nr_hw_queues = kernel::cpu::nr_cpu_ids();
+    let tagset = Arc::pin_init(TagSet::new(nr_hw_queues, QUEUE_DEPTH, 1), GFP_KERNEL)?;
+    let (has_dax, fua, nowait) = (parts.dax.is_some(), parts.fua, parts.nowait);
+    let mut builder = disk_builder(&parts, capacity_sectors)?.parent(dev);
+    let DiskParts {
+        name,
+        mem,
+        bb,
+        dax,
+        region,
+        ..
+    } = parts;
+    let queue = KBox::new(
+        PmemQueue {
+            mem,
+            size,
+            bb,
+            name: CString::try_from(&*name)?,
+            region: region.clone(),
+        },
+        GFP_KERNEL,
+    )?;
     if let Some(dax) = dax {
         builder = builder.dax(dax);
     }

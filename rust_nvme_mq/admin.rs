@@ -15,7 +15,7 @@
 //! (probe, rescan) takes this one path and needs no DMA allocation.
 
 use crate::{
-    cmd::{self, Sqe},
+    cmd::{self, Completion, Sqe},
     queue::IoQueue,
     regs::Regs,
 };
@@ -42,8 +42,6 @@ pub(crate) const POLL_INTERVAL: Delta = Delta::from_millis(1);
 const USER_SLOTS: usize = ADMIN_DEPTH as usize - 3;
 /// Slots the Asynchronous Event Request may take: all but the driver command's.
 const ASYNC_SLOTS: usize = ADMIN_DEPTH as usize - 2;
-/// Get Log Page.
-const ADMIN_GET_LOG_PAGE: u8 = 0x02;
 
 /// What became of the command with a given command identifier (its slot).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -55,8 +53,8 @@ enum Slot {
     /// Submitted, its issuer stopped waiting (a driver command that timed out): freed when it
     /// completes or is lost.
     Abandoned,
-    /// Completed with this status field and dword 0, for its issuer to take.
-    Done(u16, u32),
+    /// Completed so, for its issuer to take.
+    Done(Completion),
     /// Lost in a reset or disable: it will never complete.
     Lost,
 }
@@ -69,17 +67,17 @@ pub(crate) struct Ticket {
 
 /// The outcome of a user command taken by [`AdminQueue::take`].
 pub(crate) enum Outcome {
-    /// Completed: status field (0: success) and dword 0.
-    Done(u16, u32),
+    /// Completed so.
+    Done(Completion),
     /// Lost in a reset or disable of the controller.
     Lost,
 }
 
 impl Outcome {
-    /// Status field and dword 0; `EINTR` for a lost command (as C's cancelled commands).
-    pub(crate) fn into_result(self) -> Result<(u16, u32)> {
+    /// How the command completed; `EINTR` for a lost command (as C's cancelled commands).
+    pub(crate) fn into_result(self) -> Result<Completion> {
         match self {
-            Self::Done(status, result) => Ok((status, result)),
+            Self::Done(done) => Ok(done),
             Self::Lost => Err(EINTR),
         }
     }
@@ -153,7 +151,7 @@ impl AdminQueue {
             }
             regs.cq_doorbell(0, self.head);
             match self.slots.get_mut(usize::from(cqe.cid)) {
-                Some(slot @ Slot::Waiting) => *slot = Slot::Done(cqe.status, cqe.result),
+                Some(slot @ Slot::Waiting) => *slot = Slot::Done(cqe.done),
                 Some(slot @ Slot::Abandoned) => *slot = Slot::Free,
                 _ => pr_warn!("admin completion for unknown command {}\n", cqe.cid),
             }
@@ -199,7 +197,7 @@ impl AdminQueue {
     pub(crate) fn take(&mut self, ticket: &Ticket) -> Option<Outcome> {
         let slot = &mut self.slots[usize::from(ticket.cid)];
         let outcome = match *slot {
-            Slot::Done(status, result) => Outcome::Done(status, result),
+            Slot::Done(done) => Outcome::Done(done),
             Slot::Lost => Outcome::Lost,
             _ => return None,
         };
@@ -218,14 +216,13 @@ impl AdminQueue {
 
     /// Run `sqe` and wait for its completion; returns dword 0 of the completion.
     pub(crate) fn run(&mut self, regs: &Regs, sqe: Sqe) -> Result<u32> {
-        let (status, result) = self.run_status(regs, sqe)?;
-        cmd::status_to_result(status).map(|()| result)
+        let done = self.run_status(regs, sqe)?;
+        cmd::status_to_result(done.status).map(|()| done.result)
     }
 
     /// Run a driver command `sqe`, holding the lock, and wait for its completion (at most
-    /// `admin_timeout`); returns its status field (0: success) and dword 0, whatever the
-    /// status.
-    pub(crate) fn run_status(&mut self, regs: &Regs, sqe: Sqe) -> Result<(u16, u32)> {
+    /// `admin_timeout`); returns how it completed, whatever the status.
+    pub(crate) fn run_status(&mut self, regs: &Regs, sqe: Sqe) -> Result<Completion> {
         let ticket = self.submit_in(regs, sqe, usize::from(ADMIN_DEPTH) - 1)?;
         let timeout = self.timeout;
         let waited = read_poll_timeout(
@@ -235,7 +232,7 @@ impl AdminQueue {
             timeout,
         );
         match waited {
-            Ok(Some(Outcome::Done(status, result))) => Ok((status, result)),
+            Ok(Some(Outcome::Done(done))) => Ok(done),
             Ok(_) => Err(EINTR),
             Err(e) => {
                 self.abandon(ticket);
@@ -253,7 +250,7 @@ impl AdminQueue {
         cns: u32,
         f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
     ) -> Result<R> {
-        self.read_data(regs, Sqe::new(cmd::ADMIN_IDENTIFY, nsid).cdw10(cns), f)
+        self.read_data(regs, Sqe::identify(nsid, cns), f)
     }
 
     /// Read log page `lid` (its first 4 KiB) and call `f` with it; `rae`: keep the
@@ -266,10 +263,8 @@ impl AdminQueue {
         rae: bool,
         f: impl FnOnce(CoherentView<'_, T>) -> Result<R>,
     ) -> Result<R> {
-        let dwords = (cmd::IDENTIFY_SIZE / 4 - 1) as u32;
-        let sqe = Sqe::new(ADMIN_GET_LOG_PAGE, 0xffff_ffff)
-            .cdw10(u32::from(lid) | (u32::from(rae) << 15) | (dwords << 16));
-        self.read_data(regs, sqe, f)
+        let dwords = (cmd::IDENTIFY_SIZE / 4) as u32;
+        self.read_data(regs, Sqe::get_log_page(lid, rae, dwords), f)
     }
 
     /// Run `sqe` with the admin queue's data buffer (zeroed first: what the controller does not
@@ -288,13 +283,8 @@ impl AdminQueue {
     /// Ask for `want` I/O queue pairs; returns how many the controller grants (at most
     /// `want`).
     pub(crate) fn set_queue_count(&mut self, regs: &Regs, want: u32) -> Result<u32> {
-        let granted = self.run(
-            regs,
-            Sqe::new(cmd::ADMIN_SET_FEATURES, 0)
-                .cdw10(cmd::FEAT_NUM_QUEUES)
-                .cdw11((want - 1) | ((want - 1) << 16)),
-        )?;
-        Ok(want.min((granted & 0xffff) + 1).min((granted >> 16) + 1))
+        let granted = self.run(regs, Sqe::set_queue_count(want))?;
+        Ok(cmd::granted_queues(granted, want))
     }
 
     /// Create the queue pair of `q`, its completions interrupting on `vector`, or raising no
@@ -305,26 +295,12 @@ impl AdminQueue {
         q: &IoQueue,
         vector: Option<u32>,
     ) -> Result {
-        let qid = u32::from(q.qid);
-        let size = u32::from(q.depth - 1) << 16;
+        let (qid, depth) = (q.qid, q.depth);
         let (sq, cq) = q.ring_addresses();
-        let irq = vector.map_or(0, |v| cmd::CQ_IRQ_ENABLED | (v << 16));
-        self.run(
-            regs,
-            Sqe::new(cmd::ADMIN_CREATE_CQ, 0)
-                .prps(cq, 0)
-                .cdw10(qid | size)
-                .cdw11(cmd::QUEUE_PHYS_CONTIG | irq),
-        )
-        .inspect_err(|e| pr_err!("creating I/O CQ {} failed: {:?}\n", qid, e))?;
-        self.run(
-            regs,
-            Sqe::new(cmd::ADMIN_CREATE_SQ, 0)
-                .prps(sq, 0)
-                .cdw10(qid | size)
-                .cdw11(cmd::QUEUE_PHYS_CONTIG | (qid << 16)),
-        )
-        .inspect_err(|e| pr_err!("creating I/O SQ {} failed: {:?}\n", qid, e))?;
+        self.run(regs, Sqe::create_cq(qid, depth, cq, vector))
+            .inspect_err(|e| pr_err!("creating I/O CQ {} failed: {:?}\n", qid, e))?;
+        self.run(regs, Sqe::create_sq(qid, depth, sq))
+            .inspect_err(|e| pr_err!("creating I/O SQ {} failed: {:?}\n", qid, e))?;
         Ok(())
     }
 
@@ -335,10 +311,12 @@ impl AdminQueue {
     /// that does not answer is disabled anyway), so this takes at most one `admin_timeout`
     /// beyond what the controller needs.
     pub(crate) fn delete_io_queues(&mut self, regs: &Regs, queues: &[Arc<IoQueue>]) -> Result {
-        for (opcode, what) in [(cmd::ADMIN_DELETE_SQ, "SQ"), (cmd::ADMIN_DELETE_CQ, "CQ")] {
+        for sq in [true, false] {
+            let what = if sq { "SQ" } else { "CQ" };
             for q in queues.iter().rev() {
-                let qid = u32::from(q.qid);
-                self.run(regs, Sqe::new(opcode, 0).cdw10(qid))
+                let qid = q.qid;
+                let delete = if sq { Sqe::delete_sq } else { Sqe::delete_cq };
+                self.run(regs, delete(qid))
                     .inspect_err(|e| pr_warn!("deleting I/O {} {} failed: {:?}\n", what, qid, e))?;
             }
         }
@@ -347,8 +325,7 @@ impl AdminQueue {
 
     /// Abort command `cid` of submission queue `qid`.
     pub(crate) fn abort(&mut self, regs: &Regs, qid: u16, cid: u16) -> Result {
-        let abort = Sqe::new(cmd::ADMIN_ABORT, 0).cdw10(u32::from(qid) | (u32::from(cid) << 16));
-        self.run(regs, abort).map(|_| ())
+        self.run(regs, Sqe::abort(qid, cid)).map(|_| ())
     }
 }
 

@@ -14,9 +14,8 @@
 
 use crate::{
     admin::{AdminEvents, AdminWork, Outcome, Ticket},
-    cmd::{self, Sqe},
-    ns::Namespaces,
-    rescan,
+    cmd::{self, Completion, Sqe},
+    ctrl::Ctrl,
 };
 use kernel::{
     io::Io,
@@ -27,11 +26,6 @@ use kernel::{
     },
 };
 
-const ADMIN_ASYNC_EVENT: u8 = 0x0c;
-const FEAT_ASYNC_EVENT_CONFIG: u32 = 0x0b;
-/// The events asked for: every SMART/health critical warning (bits 7:0) and Namespace
-/// Attribute Notices (bit 8).
-const EVENTS: u32 = 0xff | (1 << 8);
 /// Asynchronous event types (bits 2:0 of the completion's dword 0).
 const TYPE_ERROR: u32 = 0;
 const TYPE_SMART: u32 = 1;
@@ -59,7 +53,7 @@ struct AnyLog([u8; 4096]);
 /// The asynchronous event handling of a controller, run by its [`AdminWork`].
 #[pin_data]
 pub(crate) struct Aen {
-    ns: Arc<Namespaces>,
+    ctrl: Arc<Ctrl>,
     /// To look again after an event (another may wait behind it).
     work: Arc<AdminWork>,
     /// The outstanding request, if any, and whether the events are enabled on the controller.
@@ -86,12 +80,12 @@ impl AdminEvents for Aen {
 }
 
 impl Aen {
-    /// Handle the asynchronous events of the controller of `ns` from `work` (queued by the
-    /// admin queue's interrupt and by resets), starting now. [`AdminWork::stop`] ends it.
-    pub(crate) fn start(ns: Arc<Namespaces>, work: &Arc<AdminWork>) -> Result {
+    /// Handle the asynchronous events of `ctrl` from `work` (queued by the admin queue's
+    /// interrupt and by resets), starting now. [`AdminWork::stop`] ends it.
+    pub(crate) fn start(ctrl: Arc<Ctrl>, work: &Arc<AdminWork>) -> Result {
         let aen = Arc::pin_init(
             pin_init!(Self {
-                ns,
+                ctrl,
                 work: work.clone(),
                 state <- new_mutex!(State {
                     request: None,
@@ -109,14 +103,14 @@ impl Aen {
     /// With the admin lock: take the outcome of the outstanding request; arm a new one
     /// (enabling the events first after a reset). Returns the event reported, if any.
     fn poll_and_arm(&self) -> Option<u32> {
-        let ctrl = &self.ns.ctrl;
+        let ctrl = &self.ctrl;
         let mut admin = ctrl.live_admin().ok()?;
         let mut state = self.state.lock();
         let mut event = None;
         if let Some(ticket) = state.request.take() {
             match admin.poll(&ctrl.regs, &ticket) {
-                Ok(Some(Outcome::Done(0, result))) => event = Some(result),
-                Ok(Some(Outcome::Done(status, _))) => {
+                Ok(Some(Outcome::Done(Completion { status: 0, result }))) => event = Some(result),
+                Ok(Some(Outcome::Done(Completion { status, .. }))) => {
                     pr_warn!(
                         "rnvme{}: Asynchronous Event Request failed (status {:#x})\n",
                         ctrl.index,
@@ -133,9 +127,7 @@ impl Aen {
             return event;
         }
         if !state.enabled {
-            let enable = Sqe::new(cmd::ADMIN_SET_FEATURES, 0)
-                .cdw10(FEAT_ASYNC_EVENT_CONFIG)
-                .cdw11(EVENTS);
+            let enable = Sqe::async_event_config(cmd::AEC_SMART_AND_NS_ATTR);
             if let Err(e) = admin.run(&ctrl.regs, enable) {
                 pr_warn!(
                     "rnvme{}: enabling asynchronous events failed ({:?})\n",
@@ -145,7 +137,7 @@ impl Aen {
             }
             state.enabled = true;
         }
-        match admin.submit_async(&ctrl.regs, Sqe::new(ADMIN_ASYNC_EVENT, 0)) {
+        match admin.submit_async(&ctrl.regs, Sqe::async_event()) {
             Ok(ticket) => state.request = Some(ticket),
             Err(e) => pr_warn!(
                 "rnvme{}: no Asynchronous Event Request ({:?})\n",
@@ -159,8 +151,8 @@ impl Aen {
     /// Handle event `result` (dword 0 of the request's completion), without the admin lock:
     /// read its log page to clear it, then rescan or log.
     fn handle(&self, result: u32) {
-        let ctrl = &self.ns.ctrl;
-        let (kind, info, lid) = (result & 7, (result >> 8) & 0xff, (result >> 16) as u8);
+        let ctrl = &self.ctrl;
+        let cmd::AsyncEvent { kind, info, lid } = result.into();
         if kind == TYPE_SMART {
             self.smart_event(info, lid);
             return;
@@ -176,7 +168,7 @@ impl Aen {
                     "rnvme{}: namespace attributes changed, rescanning\n",
                     ctrl.index
                 );
-                if let Err(e) = cleared.and_then(|()| rescan::scan(&self.ns)) {
+                if let Err(e) = cleared.and_then(|()| ctrl.namespaces_changed()) {
                     pr_warn!(
                         "rnvme{}: rescan after an event failed ({:?})\n",
                         ctrl.index,
@@ -194,7 +186,7 @@ impl Aen {
     /// A SMART/health event (`info`): read its log page `lid` (which clears it) for the
     /// temperature, and log the first of each kind.
     fn smart_event(&self, info: u32, lid: u8) {
-        let ctrl = &self.ns.ctrl;
+        let ctrl = &self.ctrl;
         let temperature = ctrl.live_admin().and_then(|mut a| {
             a.get_log_page::<SmartLog, _>(&ctrl.regs, lid, false, |log| {
                 let t: [u8; 2] = kernel::io::io_project!(log, .temperature).copy_read();

@@ -22,6 +22,8 @@ pub(crate) const ADMIN_CREATE_CQ: u8 = 0x05;
 pub(crate) const ADMIN_IDENTIFY: u8 = 0x06;
 pub(crate) const ADMIN_ABORT: u8 = 0x08;
 pub(crate) const ADMIN_SET_FEATURES: u8 = 0x09;
+const ADMIN_GET_LOG_PAGE: u8 = 0x02;
+const ADMIN_ASYNC_EVENT: u8 = 0x0c;
 
 // NVM opcodes.
 pub(crate) const NVM_FLUSH: u8 = 0x00;
@@ -38,6 +40,11 @@ pub(crate) const CNS_NS_DESC_LIST: u32 = 0x03;
 
 /// Feature: Number of Queues.
 pub(crate) const FEAT_NUM_QUEUES: u32 = 0x07;
+/// Feature: Asynchronous Event Configuration.
+const FEAT_ASYNC_EVENT_CONFIG: u32 = 0x0b;
+/// Asynchronous Event Configuration: every SMART/health critical warning (bits 7:0) and
+/// Namespace Attribute Notices (bit 8).
+pub(crate) const AEC_SMART_AND_NS_ATTR: u32 = 0xff | (1 << 8);
 
 /// Create I/O CQ/SQ cdw11: physically contiguous.
 pub(crate) const QUEUE_PHYS_CONTIG: u32 = 1 << 0;
@@ -148,6 +155,100 @@ impl Sqe {
         self.cdw10(lba as u32).cdw11((lba >> 32) as u32)
     }
 
+    /// Identify `cns` of namespace `nsid` (data pointer to be set).
+    pub(crate) fn identify(nsid: u32, cns: u32) -> Self {
+        Self::new(ADMIN_IDENTIFY, nsid).cdw10(cns)
+    }
+
+    /// Get Log Page `lid`, `dwords` dwords of it (for every namespace; data pointer to be
+    /// set); `rae`: Retain Asynchronous Event.
+    pub(crate) fn get_log_page(lid: u8, rae: bool, dwords: u32) -> Self {
+        let numdl = (dwords - 1) & 0xffff;
+        Self::new(ADMIN_GET_LOG_PAGE, 0xffff_ffff)
+            .cdw10(u32::from(lid) | (u32::from(rae) << 15) | (numdl << 16))
+    }
+
+    /// Set Features `fid` to `value` (dword 11).
+    pub(crate) fn set_features(fid: u32, value: u32) -> Self {
+        Self::new(ADMIN_SET_FEATURES, 0).cdw10(fid).cdw11(value)
+    }
+
+    /// Set Features, Number of Queues: `want` submission and completion queues (1..=65535).
+    pub(crate) fn set_queue_count(want: u32) -> Self {
+        let n = want - 1;
+        Self::set_features(FEAT_NUM_QUEUES, n | (n << 16))
+    }
+
+    /// Set Features, Asynchronous Event Configuration: the events `events` reported.
+    pub(crate) fn async_event_config(events: u32) -> Self {
+        Self::set_features(FEAT_ASYNC_EVENT_CONFIG, events)
+    }
+
+    /// Asynchronous Event Request.
+    pub(crate) fn async_event() -> Self {
+        Self::new(ADMIN_ASYNC_EVENT, 0)
+    }
+
+    /// Create I/O Completion Queue `qid` of `depth` entries at `addr` (physically contiguous),
+    /// interrupting on `vector`, or without interrupts (`None`).
+    pub(crate) fn create_cq(qid: u16, depth: u16, addr: u64, vector: Option<u32>) -> Self {
+        let irq = vector.map_or(0, |v| CQ_IRQ_ENABLED | (v << 16));
+        Self::new(ADMIN_CREATE_CQ, 0)
+            .prps(addr, 0)
+            .cdw10(queue_id_size(qid, depth))
+            .cdw11(QUEUE_PHYS_CONTIG | irq)
+    }
+
+    /// Create I/O Submission Queue `qid` of `depth` entries at `addr` (physically
+    /// contiguous), completing on completion queue `qid`.
+    pub(crate) fn create_sq(qid: u16, depth: u16, addr: u64) -> Self {
+        Self::new(ADMIN_CREATE_SQ, 0)
+            .prps(addr, 0)
+            .cdw10(queue_id_size(qid, depth))
+            .cdw11(QUEUE_PHYS_CONTIG | (u32::from(qid) << 16))
+    }
+
+    /// Delete I/O Submission Queue `qid`.
+    pub(crate) fn delete_sq(qid: u16) -> Self {
+        Self::new(ADMIN_DELETE_SQ, 0).cdw10(qid.into())
+    }
+
+    /// Delete I/O Completion Queue `qid`.
+    pub(crate) fn delete_cq(qid: u16) -> Self {
+        Self::new(ADMIN_DELETE_CQ, 0).cdw10(qid.into())
+    }
+
+    /// Abort command `cid` of submission queue `qid`.
+    pub(crate) fn abort(qid: u16, cid: u16) -> Self {
+        Self::new(ADMIN_ABORT, 0).cdw10(u32::from(qid) | (u32::from(cid) << 16))
+    }
+
+    /// A read, write or compare (`opcode`) of namespace `nsid` as `struct nvme_user_io`
+    /// describes it: `nlb0` blocks (0's based) from `slba`, with its control, dataset
+    /// management and protection fields; data pointer to be set.
+    pub(crate) fn user_io(
+        opcode: u8,
+        nsid: u32,
+        slba: u64,
+        nlb0: u16,
+        fields: UserIoFields,
+    ) -> Self {
+        let cdw12 = u32::from(nlb0) | (u32::from(fields.control) << 16);
+        let cdw15 = u32::from(fields.apptag) | (u32::from(fields.appmask) << 16);
+        Self::new(opcode, nsid).dwords(
+            0,
+            0,
+            [
+                slba as u32,
+                (slba >> 32) as u32,
+                cdw12,
+                fields.dsmgmt,
+                fields.reftag,
+                cdw15,
+            ],
+        )
+    }
+
     /// What an error line says of the command: its opcode, and the starting LBA and the
     /// number of blocks of a read, write or write zeroes (0 for other commands).
     pub(crate) fn describe(&self) -> Described {
@@ -162,6 +263,52 @@ impl Sqe {
             opcode: self.opcode,
             lba,
             blocks,
+        }
+    }
+}
+
+/// The fields of a read, write or compare beyond its range ([`Sqe::user_io`]).
+pub(crate) struct UserIoFields {
+    pub(crate) control: u16,
+    pub(crate) dsmgmt: u32,
+    pub(crate) reftag: u32,
+    pub(crate) apptag: u16,
+    pub(crate) appmask: u16,
+}
+
+/// Create I/O CQ/SQ dword 10: queue identifier and size (0's based).
+fn queue_id_size(qid: u16, depth: u16) -> u32 {
+    u32::from(qid) | (u32::from(depth - 1) << 16)
+}
+
+/// How many I/O queue pairs a Number of Queues feature `result` (dword 0) grants, at most
+/// `want`.
+pub(crate) fn granted_queues(result: u32, want: u32) -> u32 {
+    want.min((result & 0xffff) + 1).min((result >> 16) + 1)
+}
+
+/// The range of a Dataset Management command (context attributes 0, `blocks` blocks from
+/// `lba`), as the two little-endian quadwords written to its data.
+pub(crate) fn dsm_range(lba: u64, blocks: u32) -> [u64; 2] {
+    [u64::from(blocks) << 32, lba]
+}
+
+/// An asynchronous event, as dword 0 of an Asynchronous Event Request's completion says it.
+pub(crate) struct AsyncEvent {
+    /// Event type (bits 2:0).
+    pub(crate) kind: u32,
+    /// Event information (bits 15:8).
+    pub(crate) info: u32,
+    /// The log page to read (bits 23:16).
+    pub(crate) lid: u8,
+}
+
+impl From<u32> for AsyncEvent {
+    fn from(result: u32) -> Self {
+        Self {
+            kind: result & 7,
+            info: (result >> 8) & 0xff,
+            lid: (result >> 16) as u8,
         }
     }
 }
@@ -224,12 +371,20 @@ pub(crate) struct Cqe {
     status: u16,
 }
 
-/// A completion read off a completion queue.
+/// How a command completed: its status field (0: success) and dword 0 of its completion
+/// entry (the command specific result).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Completion {
-    pub(crate) cid: u16,
-    pub(crate) result: u32,
     /// The status field, without the phase bit.
     pub(crate) status: u16,
+    pub(crate) result: u32,
+}
+
+/// A completion read off a completion queue: the command it is for, and how it completed.
+#[derive(Clone, Copy)]
+pub(crate) struct CqEntry {
+    pub(crate) cid: u16,
+    pub(crate) done: Completion,
 }
 
 /// A view of entry `index` of a queue of `T` in `ring`.
@@ -248,21 +403,19 @@ pub(crate) fn write_sqe(ring: &Coherent<[u8]>, index: u16, sqe: Sqe) -> Result {
 }
 
 /// The completion at entry `index` of `ring`, if its phase tag is `phase` (it is new).
-pub(crate) fn read_cqe(
-    ring: &Coherent<[u8]>,
-    index: u16,
-    phase: bool,
-) -> Result<Option<Completion>> {
+pub(crate) fn read_cqe(ring: &Coherent<[u8]>, index: u16, phase: bool) -> Result<Option<CqEntry>> {
     let cqe = entry::<Cqe>(ring, usize::from(index))?;
     // The status word first: the rest is only valid once its phase tag has flipped.
     let status: u16 = kernel::io::io_read!(cqe, .status);
     if (status & 1 != 0) != phase {
         return Ok(None);
     }
-    Ok(Some(Completion {
+    Ok(Some(CqEntry {
         cid: kernel::io::io_read!(cqe, .cid),
-        result: kernel::io::io_read!(cqe, .result),
-        status: status >> 1,
+        done: Completion {
+            status: status >> 1,
+            result: kernel::io::io_read!(cqe, .result),
+        },
     }))
 }
 
@@ -583,5 +736,82 @@ mod tests {
         assert!(status_is_retryable(SC_CMD_INTERRUPTED));
         assert!(status_is_retryable(SC_READ_ERROR | STATUS_MORE));
         assert!(!status_is_retryable(SC_READ_ERROR | STATUS_DNR));
+    }
+}
+
+/// The commands' dwords as the NVMe base specification lays them out, for those a constructor
+/// packs from several fields.
+#[kunit_tests(rust_nvme_mq_cmd)]
+mod command_tests {
+    use super::*;
+
+    #[test]
+    fn queue_commands() {
+        // Create I/O CQ: QSIZE (0's based) 31:16, QID 15:0; IV 31:16, IEN bit 1, PC bit 0.
+        let cq = Sqe::create_cq(3, 1024, 0x1000, Some(2));
+        assert_eq!(
+            (cq.opcode, cq.cdw10, cq.cdw11),
+            (0x05, 0x03ff_0003, 0x0002_0003)
+        );
+        assert_eq!(cq.prp1, 0x1000);
+        assert_eq!(Sqe::create_cq(3, 1024, 0x1000, None).cdw11, 0x0000_0001);
+        // Create I/O SQ: as the CQ; CQID 31:16, PC bit 0.
+        let sq = Sqe::create_sq(3, 1024, 0x2000);
+        assert_eq!(
+            (sq.opcode, sq.cdw10, sq.cdw11),
+            (0x01, 0x03ff_0003, 0x0003_0001)
+        );
+        assert_eq!(sq.prp1, 0x2000);
+        let (dsq, dcq) = (Sqe::delete_sq(3), Sqe::delete_cq(3));
+        assert_eq!(
+            (dsq.opcode, dsq.cdw10, dcq.opcode, dcq.cdw10),
+            (0x00, 3, 0x04, 3)
+        );
+        // Abort: CID 31:16, SQID 15:0.
+        let abort = Sqe::abort(5, 7);
+        assert_eq!((abort.opcode, abort.cdw10), (0x08, 0x0007_0005));
+    }
+
+    #[test]
+    fn feature_and_log_commands() {
+        // Number of Queues: NCQR 31:16, NSQR 15:0, both 0's based; answered the same way.
+        let nq = Sqe::set_queue_count(4);
+        assert_eq!((nq.opcode, nq.cdw10, nq.cdw11), (0x09, 0x07, 0x0003_0003));
+        assert_eq!(granted_queues(0x0001_0003, 8), 2);
+        assert_eq!(granted_queues(0x0007_0007, 4), 4);
+        // Get Log Page: NUMDL (0's based) 31:16, RAE bit 15, LID 7:0; every namespace.
+        let log = Sqe::get_log_page(0x02, true, 1024);
+        assert_eq!(
+            (log.opcode, log.nsid, log.cdw10),
+            (0x02, 0xffff_ffff, 0x03ff_8002)
+        );
+        let aec = Sqe::async_event_config(AEC_SMART_AND_NS_ATTR);
+        assert_eq!((aec.cdw10, aec.cdw11), (0x0b, 0x1ff));
+        assert_eq!(Sqe::async_event().opcode, 0x0c);
+        let id = Sqe::identify(1, CNS_NS_DESC_LIST);
+        assert_eq!((id.opcode, id.nsid, id.cdw10), (0x06, 1, 3));
+    }
+
+    #[test]
+    fn io_fields() {
+        // Read: SLBA in 10-11; NLB (0's based) 15:0 and the control bits 31:16 of CDW12;
+        // ELBAT 13:0 and ELBATM 31:16 of CDW15.
+        let fields = UserIoFields {
+            control: 0x4000,
+            dsmgmt: 0x11,
+            reftag: 0x22,
+            apptag: 0x33,
+            appmask: 0x44,
+        };
+        let rw = Sqe::user_io(NVM_READ, 1, 0x1_0000_0002, 7, fields);
+        assert_eq!((rw.opcode, rw.nsid, rw.cdw10, rw.cdw11), (0x02, 1, 2, 1));
+        assert_eq!((rw.cdw12, rw.cdw13, rw.cdw14), (0x4000_0007, 0x11, 0x22));
+        assert_eq!(rw.cdw15, 0x0044_0033);
+        // Dataset Management range: context attributes 31:0, length 63:32, then the LBA.
+        assert_eq!(dsm_range(0x1234, 16), [16 << 32, 0x1234]);
+        // Asynchronous event: type 2:0, information 15:8, log page 23:16 (a namespace
+        // attribute notice, Changed Namespace List).
+        let e = AsyncEvent::from(0x0004_0002);
+        assert_eq!((e.kind, e.info, e.lid), (2, 0, 4));
     }
 }

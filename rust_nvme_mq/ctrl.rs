@@ -1,27 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The controller: its state, its admin queue, its I/O queues (a [`QueueSet`]), the disks of
-//! its namespaces, the steps of bringing it up, reset, removal and shutdown.
+//! The controller: its state, its admin queue, its I/O queues (a [`QueueSet`]), the steps of
+//! bringing it up, reset, removal and shutdown. It knows nothing of disks: what is built on its
+//! namespaces learns through [`CtrlEvents`] that it must go.
 
 use crate::{
     admin::{AdminQueue, AdminWork, Ticket, POLL_INTERVAL},
-    cmd::{self, IdCtrl, Sqe},
-    generic::{Generic, PollLink},
+    cmd::{self, Completion, IdCtrl, Sqe},
     queue::Delivery,
     queueset::{QueueSet, COUNTER_COLUMNS},
     regs::{Regs, PCI_COMMAND},
-    request::{NsShape, NvmeOps},
     transfer::Transfer,
 };
 use kernel::{
-    block::mq::{gen_disk::GenDisk, DmaDevice, TagSet},
+    block::mq::DmaDevice,
     device::{Bound, Core, Device},
     io::{io_read, poll::read_poll_timeout, Io},
     pci,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        new_mutex, new_spinlock, Arc, Mutex, MutexGuard, SpinLock,
+        new_mutex, Arc, Mutex, MutexGuard,
     },
     time::{delay::fsleep, Delta},
     workqueue::{self, impl_has_work, new_work, Work, WorkItem},
@@ -74,7 +73,8 @@ impl Drop for CtrlIndex {
     }
 }
 
-/// The state of a controller, as seen by submission.
+/// The state of a controller. It changes only by the transitions [`CtrlState::may_become`]
+/// allows ([`Ctrl::change`], like C's `nvme_change_ctrl_state()`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(i32)]
 pub(crate) enum CtrlState {
@@ -82,26 +82,42 @@ pub(crate) enum CtrlState {
     Live = 0,
     /// Being reset: submissions are retried later.
     Resetting = 1,
-    /// Disabled after a reset that failed every attempt: submissions fail, and the disks are
-    /// removed.
+    /// Disabled after a reset that failed every attempt, or by a removal or shutdown:
+    /// submissions fail, and the disks are removed.
     Dead = 2,
     /// Shut down for a system sleep ([`Ctrl::suspend`]): the disks' queues are quiesced, and
     /// a submission that comes anyway is retried later.
     Suspended = 3,
+    /// Being removed or shut down: commands are still submitted (the disks drain), but no
+    /// reset starts (a command that times out disables the controller instead) and no
+    /// suspend; the controller ends `Dead` or goes.
+    Deleting = 4,
 }
 
-impl TryFrom<i32> for CtrlState {
-    type Error = Error;
-
-    /// The state stored as `raw`; any other value is an error (`EINVAL`), not a state.
-    fn try_from(raw: i32) -> Result<Self> {
+impl CtrlState {
+    /// The state stored as `raw`, which only [`Ctrl::change`] writes.
+    fn from_raw(raw: i32) -> Self {
         match raw {
-            0 => Ok(Self::Live),
-            1 => Ok(Self::Resetting),
-            2 => Ok(Self::Dead),
-            3 => Ok(Self::Suspended),
-            _ => Err(EINVAL),
+            0 => Self::Live,
+            1 => Self::Resetting,
+            3 => Self::Suspended,
+            4 => Self::Deleting,
+            // 2; nothing else is ever stored.
+            _ => Self::Dead,
         }
+    }
+
+    /// Whether a controller in this state may change to `to`.
+    fn may_become(self, to: Self) -> bool {
+        use CtrlState::*;
+        matches!(
+            (self, to),
+            (Resetting, Live)
+                | (Live | Suspended, Resetting)
+                | (Live, Suspended)
+                | (Live | Resetting | Suspended, Deleting)
+                | (Resetting | Deleting, Dead)
+        )
     }
 }
 
@@ -182,91 +198,21 @@ impl CtrlInfo {
     }
 }
 
-/// The disk of a namespace, in the controller's list of disks.
-pub(crate) struct NsDisk {
-    /// The namespace's generic character device; removed first (its link to the disk cut).
-    pub(crate) _generic: Generic,
-    /// The format the disk serves (shared with the disk's queue data).
-    pub(crate) shape: Arc<NsShape>,
-    /// Removed from the system when dropped, after the generic device (which holds the only
-    /// other reference, and only while a call on it runs).
-    pub(crate) disk: Arc<GenDisk<NvmeOps>>,
-    /// The generic device's polling, which the removal of the disk may wait for; cut last.
-    pub(crate) _poll: PollLink,
-}
-
-/// What revalidating a disk found.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Revalidated {
-    /// The namespace still has the format the disk has.
-    Same,
-    /// The disk took the namespace's new format.
-    Changed,
-    /// The namespace is empty now, or has a format the driver cannot serve: its disk must go.
-    Unusable,
-}
-
-impl NsDisk {
-    /// Bring the disk in line with `format`, what Identify Namespace says now (`None`: empty
-    /// or not supported): a new block size or capacity is set with the disk frozen (frozen
-    /// here; callers that changed the namespace froze it already, which nests). `index`: the
-    /// controller's, for messages on `dev`.
-    pub(crate) fn revalidate(
-        &self,
-        dev: &Device,
-        index: u32,
-        format: Option<cmd::NsFormat>,
-    ) -> Result<Revalidated> {
-        let nsid = self.shape.nsid;
-        let Some(f) = format else {
-            dev_warn!(
-                dev,
-                "rnvme{}n{}: the namespace is empty or has a format the driver cannot serve now\n",
-                index,
-                nsid
-            );
-            return Ok(Revalidated::Unusable);
-        };
-        let (now, sectors) = (self.shape.addr(), f.sectors());
-        if f.lba_shift == now.lba_shift && sectors == self.shape.sectors() {
-            return Ok(Revalidated::Same);
-        }
-        self.reformat(f.lba_shift, sectors)?;
-        dev_info!(
-            dev,
-            "rnvme{}n{}: new format: {} blocks of {} bytes ({} MiB)\n",
-            index,
-            nsid,
-            f.nsze,
-            1u32 << f.lba_shift,
-            sectors >> 11
-        );
-        Ok(Revalidated::Changed)
-    }
-
-    /// Give the frozen disk (frozen here; freezes nest) the logical and physical block size
-    /// `1 << lba_shift` and `sectors`, and its requests the same.
-    fn reformat(&self, lba_shift: u32, sectors: u64) -> Result {
-        let block = 1u32 << lba_shift;
-        let frozen = self.disk.freeze();
-        frozen.set_format(block, block, sectors)?;
-        self.shape.set(lba_shift, sectors);
-        Ok(())
-    }
-
-    /// Give the disk capacity 0, so that no read or write reaches its namespace, whose format
-    /// is unknown or not served; for a disk that cannot be removed now. A rescan revalidates
-    /// it (and removes it, or gives it the namespace's format back).
-    pub(crate) fn empty(&self, dev: &Device, index: u32) {
-        let now = self.shape.addr();
-        let _ = self.reformat(now.lba_shift, 0);
-        dev_warn!(
-            dev,
-            "rnvme{}n{}: disk emptied; `nvme ns-rescan` on the controller revalidates it\n",
-            index,
-            now.nsid
-        );
-    }
+/// What the controller reports to the layer above it (the namespaces), whose disks it knows
+/// nothing of.
+pub(crate) trait CtrlEvents: Send + Sync {
+    /// The controller is dead (a reset failed every attempt) or being removed: what is built
+    /// on its namespaces must go now. Its requests fail, or were waited for, so removing the
+    /// disks does not wait for the controller.
+    fn gone(&self);
+    /// The controller reported that namespaces were attached, detached or changed: scan
+    /// them again.
+    fn namespaces_changed(&self) -> Result;
+    /// The controller is about to stop for a system sleep: hold new requests in the block
+    /// layer.
+    fn quiesce(&self);
+    /// The controller is coming back (its reset is queued): dispatch requests again.
+    fn unquiesce(&self);
 }
 
 /// Fault injection for tests, set through debugfs.
@@ -305,7 +251,7 @@ pub(crate) struct Ctrl {
     /// [`Ctrl::admin`] and [`Ctrl::live_admin`].
     #[pin]
     admin: Mutex<AdminQueue>,
-    /// A `CtrlState`.
+    /// A [`CtrlState`], changed by [`Ctrl::change`] only.
     state: Atomic<i32>,
     /// Written by debugfs, read by submission and reset.
     pub(crate) faults: Faults,
@@ -316,13 +262,10 @@ pub(crate) struct Ctrl {
     reset_work: Work<Ctrl>,
     /// Handles the admin queue's asynchronous events; kicked when a reset is done.
     admin_work: Arc<AdminWork>,
-    /// Set when the controller is being removed: no reset is queued any more.
+    /// Told when the controller is dead or removed ([`Ctrl::set_events`]). (What it refers
+    /// to refers to the controller: [`Ctrl::remove`] breaks that cycle.)
     #[pin]
-    removing: SpinLock<bool>,
-    /// The disks of the namespaces; removed when the controller is dead, or by
-    /// [`Ctrl::remove`]. (They refer to the controller: `remove` breaks that cycle.)
-    #[pin]
-    disks: Mutex<KVec<NsDisk>>,
+    events: Mutex<Option<Arc<dyn CtrlEvents>>>,
 }
 
 impl_has_work! {
@@ -363,8 +306,7 @@ impl Ctrl {
                 pci: DmaDevice::new(dev)?,
                 reset_work <- new_work!("rust_nvme_mq::reset"),
                 admin_work,
-                removing <- new_spinlock!(false),
-                disks <- new_mutex!(KVec::new()),
+                events <- new_mutex!(None),
             }? Error),
             GFP_KERNEL,
         )?;
@@ -372,21 +314,29 @@ impl Ctrl {
         Ok(ctrl)
     }
 
-    /// The state; an unknown stored value is an error (`EINVAL`).
-    pub(crate) fn state(&self) -> Result<CtrlState> {
-        CtrlState::try_from(self.state.load(Relaxed))
+    pub(crate) fn state(&self) -> CtrlState {
+        CtrlState::from_raw(self.state.load(Relaxed))
     }
 
-    /// Change the state from `Live` to `to`; whether this call did it (of callers racing for
-    /// it, only one does).
-    fn leave_live(&self, to: CtrlState) -> bool {
-        self.state
-            .cmpxchg(CtrlState::Live as i32, to as i32, Relaxed)
-            .is_ok()
+    /// Change the state from `from` to `to`, if that transition is allowed; whether this call
+    /// did it (of callers racing for it, only one does).
+    fn change(&self, from: CtrlState, to: CtrlState) -> bool {
+        from.may_become(to) && self.state.cmpxchg(from as i32, to as i32, Relaxed).is_ok()
     }
 
-    fn set_state(&self, state: CtrlState) {
-        self.state.store(state as i32, Relaxed);
+    /// Change the state to `to` from whatever it is, if that transition is allowed: the
+    /// state it was (`Ok`), or the state that may not become `to` (`Err`).
+    fn change_any(&self, to: CtrlState) -> Result<CtrlState, CtrlState> {
+        let mut now = self.state();
+        loop {
+            if !now.may_become(to) {
+                return Err(now);
+            }
+            match self.state.cmpxchg(now as i32, to as i32, Relaxed) {
+                Ok(_) => return Ok(now),
+                Err(raw) => now = CtrlState::from_raw(raw),
+            }
+        }
     }
 
     /// The admin queue, locked.
@@ -395,10 +345,12 @@ impl Ctrl {
     }
 
     /// The admin queue, locked, for a command from outside the driver's own bring-up (an
-    /// ioctl, a rescan): `ENODEV` unless the controller is live and its registers answer.
+    /// ioctl, a rescan): `ENODEV` unless the controller is live (or, being removed, still
+    /// takes commands) and its registers answer.
     pub(crate) fn live_admin(&self) -> Result<MutexGuard<'_, AdminQueue>> {
         let admin = self.admin.lock();
-        if self.state() != Ok(CtrlState::Live) || self.regs.csts().is_none() {
+        let live = matches!(self.state(), CtrlState::Live | CtrlState::Deleting);
+        if !live || self.regs.csts().is_none() {
             return Err(ENODEV);
         }
         Ok(admin)
@@ -406,8 +358,8 @@ impl Ctrl {
 
     /// Run a user's admin command `sqe` (the passthrough ioctls) on a live controller and
     /// wait for it, for `timeout` (`None`: `admin_timeout`), without holding the admin lock:
-    /// Aborts, resets and the driver's other commands go on meanwhile. Returns its status
-    /// field and dword 0. A command that does not complete in time resets the controller,
+    /// Aborts, resets and the driver's other commands go on meanwhile. Returns how it
+    /// completed. A command that does not complete in time resets the controller,
     /// like the C driver's `nvme_timeout()` for admin commands, and fails with `EINTR` (as a
     /// cancelled command does in C) once the controller no longer holds it, so that its data
     /// buffer can be reused. `EINTR` too if a reset or removal loses it meanwhile.
@@ -415,7 +367,7 @@ impl Ctrl {
         self: &Arc<Self>,
         sqe: Sqe,
         timeout: Option<Delta>,
-    ) -> Result<(u16, u32)> {
+    ) -> Result<Completion> {
         let opcode = sqe.opcode();
         let (ticket, admin_timeout) = {
             let mut admin = self.live_admin()?;
@@ -458,7 +410,7 @@ impl Ctrl {
         ticket: Ticket,
         opcode: u8,
         admin_timeout: Delta,
-    ) -> Result<(u16, u32)> {
+    ) -> Result<Completion> {
         self.schedule_reset();
         // The reset (or, during removal, the disable) notes the command as lost once the
         // controller is disabled; that takes at most one driver command (Delete I/O queue)
@@ -494,19 +446,25 @@ impl Ctrl {
             })
     }
 
-    /// Hand the disks of the namespaces to the controller, which removes them if it dies.
-    pub(crate) fn set_disks(&self, disks: KVec<NsDisk>) {
-        *self.disks.lock() = disks;
+    /// Tell `events` when the controller is dead or removed.
+    pub(crate) fn set_events(&self, events: Arc<dyn CtrlEvents>) {
+        *self.events.lock() = Some(events);
     }
 
-    /// The disks, locked, to add or remove some (a rescan); `None` once the controller is
-    /// dead or being removed, which then owns the disks.
-    pub(crate) fn lock_disks(&self) -> Option<MutexGuard<'_, KVec<NsDisk>>> {
-        let disks = self.disks.lock();
-        if *self.removing.lock() || self.state() == Ok(CtrlState::Dead) {
-            return None;
-        }
-        Some(disks)
+    /// What [`Ctrl::set_events`] set, if it is not taken back yet (removal).
+    fn events(&self) -> Option<Arc<dyn CtrlEvents>> {
+        self.events.lock().clone()
+    }
+
+    /// Tell the layer above that namespaces changed ([`CtrlEvents::namespaces_changed`]);
+    /// `ENODEV` once the controller is being removed.
+    pub(crate) fn namespaces_changed(&self) -> Result {
+        self.events().ok_or(ENODEV)?.namespaces_changed()
+    }
+
+    /// Whether the controller is dead or being removed (or shut down).
+    pub(crate) fn stopped(&self) -> bool {
+        matches!(self.state(), CtrlState::Deleting | CtrlState::Dead)
     }
 
     /// Start a reset, unless one is already running or the controller is dead or being
@@ -514,17 +472,21 @@ impl Ctrl {
     /// retries them) until the reset is over. The reset runs from a work item, see
     /// [`Ctrl::reset`].
     pub(crate) fn schedule_reset(self: &Arc<Self>) {
-        let removing = self.removing.lock();
-        if *removing {
-            drop(removing);
-            self.give_up();
-            return;
+        loop {
+            match self.state() {
+                CtrlState::Deleting => return self.give_up(),
+                CtrlState::Live => {
+                    if self.change(CtrlState::Live, CtrlState::Resetting) {
+                        // Cannot be queued already: only a change to `Resetting` queues it.
+                        let _ = workqueue::system_unbound().enqueue(self.clone());
+                        return;
+                    }
+                    // Changed meanwhile: look again.
+                }
+                // A reset runs (it requeues), the controller is suspended or dead.
+                CtrlState::Resetting | CtrlState::Suspended | CtrlState::Dead => return,
+            }
         }
-        if !self.leave_live(CtrlState::Resetting) {
-            return;
-        }
-        // Cannot be queued already: only the change from `Live` to `Resetting` queues it.
-        let _ = workqueue::system_unbound().enqueue(self.clone());
     }
 
     /// Reset the controller now and wait for the reset to finish (`NVME_IOCTL_RESET`, like
@@ -539,7 +501,7 @@ impl Ctrl {
     /// not wait for a command the controller lost. Nothing to do if a reset runs (it requeues)
     /// or the controller is dead already.
     fn give_up(&self) {
-        if !self.leave_live(CtrlState::Dead) {
+        if !self.change(CtrlState::Deleting, CtrlState::Dead) {
             return;
         }
         let failed = self.stop_and_requeue_all(&mut self.admin.lock());
@@ -551,13 +513,17 @@ impl Ctrl {
     }
 
     /// At removal, before the controller goes: stop resets (waiting for one that runs), then
-    /// remove the disks, which waits for their requests.
+    /// have what is built on the namespaces removed ([`CtrlEvents::gone`]: the disks, which
+    /// waits for their requests).
     pub(crate) fn remove(&self) {
-        *self.removing.lock() = true;
+        // A dead controller stays dead.
+        let _ = self.change_any(CtrlState::Deleting);
         self.admin_work.stop();
         self.reset_work.flush();
-        let disks = core::mem::take(&mut *self.disks.lock());
-        drop(disks);
+        let events = self.events.lock().take();
+        if let Some(events) = events {
+            events.gone();
+        }
         // No request is left: delete the I/O queues before the controller is shut down (when
         // the last reference to it goes).
         let mut admin = self.admin.lock();
@@ -580,15 +546,17 @@ impl Ctrl {
     /// is one being reset: the reset needs the device lock, which the PM core holds while
     /// this runs, so waiting for it here would only make it fail; it finishes once this
     /// returns.
-    pub(crate) fn suspend(&self, tagset: &TagSet<NvmeOps>) {
-        if *self.removing.lock() || !self.leave_live(CtrlState::Suspended) {
-            if self.state() == Ok(CtrlState::Resetting) {
+    pub(crate) fn suspend(&self) {
+        if !self.change(CtrlState::Live, CtrlState::Suspended) {
+            if self.state() == CtrlState::Resetting {
                 pr_warn!("rnvme{}: not suspended: a reset is running\n", self.index);
             }
             return;
         }
         self.admin_work.flush();
-        tagset.quiesce();
+        if let Some(events) = self.events() {
+            events.quiesce();
+        }
         self.drain();
         let mut admin = self.admin.lock();
         self.delete_io_queues(&mut admin);
@@ -607,22 +575,16 @@ impl Ctrl {
     /// brings the controller back (see [`Ctrl::reset`]; from a work item, as the reset needs
     /// the device lock, which the PM core holds now), and the disks' queues dispatch again:
     /// their requests are retried until the reset is done.
-    pub(crate) fn resume(self: &Arc<Self>, tagset: &TagSet<NvmeOps>) {
-        if self
-            .state
-            .cmpxchg(
-                CtrlState::Suspended as i32,
-                CtrlState::Resetting as i32,
-                Relaxed,
-            )
-            .is_err()
-        {
+    pub(crate) fn resume(self: &Arc<Self>) {
+        if !self.change(CtrlState::Suspended, CtrlState::Resetting) {
             return;
         }
         pr_info!("rnvme{}: resuming\n", self.index);
         // Cannot be queued already: only a change to `Resetting` queues it.
         let _ = workqueue::system_unbound().enqueue(self.clone());
-        tagset.unquiesce();
+        if let Some(events) = self.events() {
+            events.unquiesce();
+        }
     }
 
     /// Wait (at most [`SHUTDOWN_DRAIN`]) until no command is in flight; submissions are turned
@@ -645,17 +607,21 @@ impl Ctrl {
     /// disabled (`Dead`): requests still held, and any submitted later, fail; a later unbind
     /// finds nothing left to shut down.
     pub(crate) fn shutdown(&self) {
-        *self.removing.lock() = true;
+        let before = self.change_any(CtrlState::Deleting);
         self.admin_work.stop();
         self.reset_work.flush();
-        if self.state() == Ok(CtrlState::Dead) {
+        // A suspended controller is shut down already; a dead one is disabled.
+        if before != Ok(CtrlState::Live) && before != Ok(CtrlState::Resetting) {
+            return;
+        }
+        if self.state() == CtrlState::Dead {
             return;
         }
         // A command that times out meanwhile gets its Abort (or, as resets are off now,
         // `give_up` disables the controller).
         self.drain();
         let mut admin = self.admin.lock();
-        if !self.leave_live(CtrlState::Dead) {
+        if !self.change(CtrlState::Deleting, CtrlState::Dead) {
             // `give_up` disabled the controller and failed what it held.
             return;
         }
@@ -719,25 +685,34 @@ impl Ctrl {
                 RESET_ATTEMPTS,
                 e
             );
-            if attempt == RESET_ATTEMPTS || *self.removing.lock() {
+            if attempt == RESET_ATTEMPTS || self.state() == CtrlState::Deleting {
                 break e;
             }
             attempt += 1;
             fsleep(RESET_RETRY_DELAY);
         };
-        self.set_state(CtrlState::Dead);
+        self.die(attempt, err);
+    }
+
+    /// The end of a reset that failed `attempts` times, the last with `err`: the controller
+    /// stays disabled, its requests fail, and its disks go ([`CtrlEvents::gone`]).
+    fn die(&self, attempts: u32, err: Error) {
+        // From `Resetting`, or from `Deleting` (a removal waits for this reset); `Dead`
+        // already if a command timed out meanwhile.
+        let before = self.change_any(CtrlState::Dead);
         let _ = self.regs.disable();
         pr_err!(
             "rnvme{}: controller did not come back after {} reset attempts ({:?}): removing its disks\n",
             self.index,
-            attempt,
+            attempts,
             err
         );
         // Requests requeued by the last attempt now fail in `queue_rq`, which lets the removal
-        // of the disks finish. At unbind, `remove` removes them instead.
-        if !*self.removing.lock() {
-            let disks = core::mem::take(&mut *self.disks.lock());
-            drop(disks);
+        // of the disks finish. At unbind, `remove` has them removed instead.
+        if before == Ok(CtrlState::Resetting) {
+            if let Some(events) = self.events() {
+                events.gone();
+            }
         }
     }
 
@@ -745,7 +720,8 @@ impl Ctrl {
     /// Request again (the reset lost it).
     fn live_again(&self) {
         self.queues.accept();
-        self.set_state(CtrlState::Live);
+        // Unless a removal began meanwhile: commands go on then too, in `Deleting`.
+        let _ = self.change(CtrlState::Resetting, CtrlState::Live);
         self.admin_work.kick();
     }
 
@@ -760,7 +736,11 @@ impl Ctrl {
         let mut tries = 0;
         loop {
             match self.pci.try_with_locked(|dev| self.enable_pci_locked(dev)) {
-                Err(e) if e == EBUSY && tries < PCI_LOCK_TRIES && !*self.removing.lock() => {
+                Err(e)
+                    if e == EBUSY
+                        && tries < PCI_LOCK_TRIES
+                        && self.state() != CtrlState::Deleting =>
+                {
                     tries += 1;
                     fsleep(Delta::from_millis(10));
                 }
@@ -839,5 +819,44 @@ impl PinnedDrop for Ctrl {
         for line in self.queues.counters() {
             pr_info!("rnvme{} {}\n", self.index, line);
         }
+    }
+}
+
+#[kunit_tests(rust_nvme_mq_ctrl_state)]
+mod tests {
+    use super::*;
+
+    const ALL: [CtrlState; 5] = [
+        CtrlState::Live,
+        CtrlState::Resetting,
+        CtrlState::Dead,
+        CtrlState::Suspended,
+        CtrlState::Deleting,
+    ];
+
+    #[test]
+    fn stored_state_reads_back() {
+        for s in ALL {
+            assert_eq!(CtrlState::from_raw(s as i32), s);
+        }
+    }
+
+    /// The rules the driver relies on: `Dead` is final; a controller being removed is only
+    /// disabled, never reset, suspended or live again; only a reset makes it live; a sleep
+    /// starts from live only and ends in a reset; nothing changes to what it is.
+    #[test]
+    fn transitions() {
+        use CtrlState::*;
+        for s in ALL {
+            assert!(!Dead.may_become(s));
+            assert!(!s.may_become(s));
+            assert_eq!(Deleting.may_become(s), s == Dead);
+            assert_eq!(s.may_become(Live), s == Resetting);
+            assert_eq!(s.may_become(Suspended), s == Live);
+            assert_eq!(Suspended.may_become(s), matches!(s, Resetting | Deleting));
+        }
+        assert!(Live.may_become(Resetting) && Live.may_become(Deleting));
+        assert!(Resetting.may_become(Dead) && Resetting.may_become(Deleting));
+        assert!(!Live.may_become(Dead));
     }
 }

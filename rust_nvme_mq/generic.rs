@@ -5,12 +5,13 @@
 //! passthrough (`NVME_URING_CMD_IO`, `NVME_URING_CMD_IO_VEC`), interrupt-driven or polled
 //! (`IORING_SETUP_IOPOLL`, on the poll queues), for tools that drive the namespace without
 //! the block layer's bios: fio's `io_uring_cmd` engine, xNVMe. The device lives as long as
-//! the namespace's disk ([`NsDisk`](crate::ctrl::NsDisk)): it goes first, its files' polling
+//! the namespace's disk ([`NsDisk`](crate::nsdisk::NsDisk)): it goes first, its files' polling
 //! last.
 
 use crate::{
-    chardev::{CutOnDrop, Link},
+    ctrl::Ctrl,
     ioctl::Passthru,
+    link::{CutOnDrop, Link},
     request::NvmeOps,
 };
 use kernel::{
@@ -37,7 +38,7 @@ pub(crate) struct NsAccess {
 /// polled commands in flight, which only polling completes.
 pub(crate) struct Links {
     submit: Arc<Link<NsAccess>>,
-    poll: Arc<Link<Passthru>>,
+    poll: Arc<Link<Ctrl>>,
 }
 
 /// The misc device type of generic namespace devices.
@@ -76,9 +77,9 @@ impl MiscDevice for NsChardev {
 
     /// Reap the poll queues (all of them: a command may have been lent to any).
     fn uring_cmd_iopoll(links: ArcBorrow<'_, Links>, _file: &File) -> u32 {
-        links.poll.visit(|passthru| {
-            passthru.map_or(0, |p| {
-                u32::try_from(p.ctrl.queues.poll_all()).unwrap_or(u32::MAX)
+        links.poll.visit(|ctrl| {
+            ctrl.map_or(0, |c| {
+                u32::try_from(c.queues.poll_all()).unwrap_or(u32::MAX)
             })
         })
     }
@@ -93,13 +94,13 @@ pub(crate) struct Generic {
 }
 
 /// The poll link of a generic device's files; cut when dropped, after the disk is removed.
-pub(crate) type PollLink = CutOnDrop<Passthru>;
+pub(crate) type PollLink = CutOnDrop<Ctrl>;
 
 /// Register `/dev/rng<index>n<nsid>` for `ns`, a child of `dev` (the PCI function).
 pub(crate) fn register(ns: NsAccess, index: u32, dev: &Device) -> Result<(Generic, PollLink)> {
     let name = CString::try_from_fmt(fmt!("rng{}n{}", index, ns.nsid))?;
     let opts = MiscDeviceOptions { name: c"rng" };
-    let poll = Link::new(ns.passthru.clone())?;
+    let poll = Link::new(ns.passthru.ctrl.clone())?;
     let submit = Link::new(Arc::new(ns, GFP_KERNEL)?)?;
     let links = Arc::new(
         Links {

@@ -16,8 +16,9 @@
 //! character device's (`chardev.rs`, `rescan.rs`).
 
 use crate::{
-    cmd::{self, Sqe},
-    ctrl::{Ctrl, CtrlState, NsDisk, Revalidated},
+    cmd::{self, Completion, Sqe},
+    ctrl::{Ctrl, CtrlState},
+    nsdisk::{NsDisk, NsSet, Revalidated},
     request::NvmeOps,
 };
 use kernel::{
@@ -33,7 +34,7 @@ use kernel::{
     ioctl::{_IO, _IOW, _IOWR},
     page::PAGE_SIZE,
     prelude::*,
-    sync::{aref::ARef, new_mutex, Arc, Mutex},
+    sync::{new_mutex, Arc, Mutex},
     time::Delta,
     uaccess::{UserPtr, UserSlice},
 };
@@ -221,23 +222,24 @@ impl Bounce {
 #[pin_data]
 pub(crate) struct Passthru {
     pub(crate) ctrl: Arc<Ctrl>,
+    /// The disks, which the I/O commands go through and a format revalidates.
+    list: Arc<NsSet>,
     /// The controller takes SGLs for I/O commands.
     sgl: bool,
-    /// The PCI function, for messages.
-    parent: ARef<Device>,
     #[pin]
     bounce: Mutex<Bounce>,
 }
 
 impl Passthru {
-    /// The passthrough of `ctrl`; `sgl`: the controller takes SGLs for I/O commands.
-    pub(crate) fn new(ctrl: Arc<Ctrl>, sgl: bool, dev: &Device<Bound>) -> Result<Arc<Self>> {
+    /// The passthrough of the controller of `list`; `sgl`: the controller takes SGLs for I/O
+    /// commands.
+    pub(crate) fn new(list: Arc<NsSet>, sgl: bool, dev: &Device<Bound>) -> Result<Arc<Self>> {
         let bounce = Bounce::new(dev)?;
         Arc::pin_init(
             pin_init!(Self {
-                ctrl,
+                ctrl: list.ctrl.clone(),
+                list,
                 sgl,
-                parent: dev.as_ref().into(),
                 bounce <- new_mutex!(bounce),
             }),
             GFP_KERNEL,
@@ -303,7 +305,7 @@ impl Passthru {
         pr_warn!("rnvme{}: resetting controller\n", self.ctrl.index);
         self.ctrl.reset_sync();
         match self.ctrl.state() {
-            Ok(CtrlState::Live) => Ok(0),
+            CtrlState::Live => Ok(0),
             _ => Err(EIO),
         }
     }
@@ -318,15 +320,15 @@ impl Passthru {
         let len = usize::try_from(c.data_len)?;
         let to_ctrl = c.is_write();
         let timeout = c.timeout();
-        let (status, result) = if changes_namespaces(c.opcode) {
+        let done = if changes_namespaces(c.opcode) {
             self.admin_cmd_frozen(on_ns, sqe, to_ctrl, c.addr, len, timeout)?
         } else {
             self.run_with_data(sqe, to_ctrl, c.addr, len, |sqe| {
                 self.ctrl.run_user_admin(sqe, timeout)
             })?
         };
-        write_result(arg, layout, result)?;
-        Ok(status.into())
+        write_result(arg, layout, done.result)?;
+        Ok(done.status.into())
     }
 
     /// An admin command that changes the format or content of namespaces, like the C driver's
@@ -346,10 +348,10 @@ impl Passthru {
         addr: u64,
         len: usize,
         timeout: Option<Delta>,
-    ) -> Result<(u16, u32)> {
+    ) -> Result<Completion> {
         // Dropped (the disks deleted) after the lock on the list is released, as in a rescan.
         let mut gone = KVec::new();
-        let mut disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
+        let mut disks = self.list.lock().ok_or(ENODEV)?;
         // Allocated before the disks are frozen: reclaim may write to them.
         let mut frozen = KVec::with_capacity(disks.len(), GFP_KERNEL)?;
         let mut verdicts = KVec::with_capacity(disks.len(), GFP_KERNEL)?;
@@ -372,14 +374,14 @@ impl Passthru {
         }
         for d in disks.iter() {
             // Cannot fail: room for every disk was allocated before.
-            let _ = verdicts.push_within_capacity(self.revalidate(d));
+            let _ = verdicts.push_within_capacity(self.list.revalidate(d));
         }
         drop(frozen);
         for (d, verdict) in core::mem::take(&mut *disks).into_iter().zip(verdicts) {
             if self.keeps(&d, verdict, on_ns) {
                 disks.push(d, GFP_KERNEL)?;
             } else {
-                gone.push(d, GFP_KERNEL)?;
+                self.list.retire(d, "namespace not usable", &mut gone)?;
             }
         }
         drop(disks);
@@ -389,38 +391,13 @@ impl Passthru {
     /// Whether disk `d`, revalidated after a command (`verdict`), stays: an unusable one goes,
     /// unless the command came through its own ioctl (`on_ns`); that one and one that could
     /// not be revalidated stay with capacity 0.
-    fn keeps(&self, d: &NsDisk, verdict: Result<Revalidated>, on_ns: Option<u32>) -> bool {
-        let (index, nsid) = (self.ctrl.index, d.shape.nsid);
+    fn keeps(&self, d: &NsDisk, verdict: Revalidated, on_ns: Option<u32>) -> bool {
         match verdict {
-            Ok(Revalidated::Unusable) if Some(nsid) != on_ns => {
-                dev_info!(
-                    self.parent,
-                    "rnvme{}n{}: namespace not usable, removing its disk\n",
-                    index,
-                    nsid
-                );
-                return false;
-            }
-            Ok(Revalidated::Unusable) => d.empty(&self.parent, index),
-            Err(e) => {
-                dev_err!(
-                    self.parent,
-                    "rnvme{}n{}: revalidating the namespace failed ({:?})\n",
-                    index,
-                    nsid,
-                    e
-                );
-                d.empty(&self.parent, index);
-            }
-            Ok(_) => {}
+            Revalidated::Unusable if Some(d.shape.nsid) != on_ns => return false,
+            Revalidated::Unusable | Revalidated::Failed => self.list.empty(d),
+            Revalidated::Same | Revalidated::Changed => {}
         }
         true
-    }
-
-    /// Bring disk `d` in line with what Identify Namespace says now.
-    fn revalidate(&self, d: &NsDisk) -> Result<Revalidated> {
-        let format = self.ctrl.identify_ns(&self.parent, d.shape.nsid)?;
-        d.revalidate(&self.parent, self.ctrl.index, format)
     }
 
     /// `NVME_IOCTL_IO_CMD` (`Cmd64`: `NVME_IOCTL_IO64_CMD`) on the disk of namespace `on_ns`,
@@ -437,7 +414,7 @@ impl Passthru {
         if !capable(Capability::SYS_ADMIN) {
             return Err(EACCES);
         }
-        let disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
+        let disks = self.list.lock().ok_or(ENODEV)?;
         let disk = match on_ns {
             Some(nsid) => disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?,
             None => match &disks[..] {
@@ -457,14 +434,14 @@ impl Passthru {
         check_io(&c, ns.nsid, ns.lba_shift, len)?;
         let to_ctrl = c.is_write();
         let timeout = c.timeout();
-        let (status, result) = self.run_with_data(c.sqe(), to_ctrl, c.addr, len, |mut sqe| {
+        let done = self.run_with_data(c.sqe(), to_ctrl, c.addr, len, |mut sqe| {
             let bytes = driver_cmd(&mut sqe)?;
             let (status, result) = disk.disk.execute_driver_cmd(to_ctrl, bytes, timeout)?;
-            Ok((u16::try_from(status)?, result as u32))
+            completion(status, result)
         })?;
         drop(disks);
-        write_result(arg, layout, result)?;
-        Ok(status.into())
+        write_result(arg, layout, done.result)?;
+        Ok(done.status.into())
     }
 }
 
@@ -472,22 +449,22 @@ impl Passthru {
     /// Run the command `build` makes for the disk of namespace `nsid` (from its logical block
     /// size, as a shift), with the user memory it names mapped into its request: to the
     /// controller if `to_ctrl`. The list of disks stays locked throughout, so no format
-    /// changes the block size in between. Returns the status field and the result.
+    /// changes the block size in between.
     fn run_mapped(
         &self,
         nsid: u32,
         to_ctrl: bool,
         timeout: Option<Delta>,
         build: impl FnOnce(u32) -> Result<(Sqe, UserData)>,
-    ) -> Result<(u16, u64)> {
-        let disks = self.ctrl.lock_disks().ok_or(ENODEV)?;
+    ) -> Result<Completion> {
+        let disks = self.list.lock().ok_or(ENODEV)?;
         let disk = disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?;
         let (mut sqe, data) = build(disk.shape.addr().lba_shift)?;
         let bytes = driver_cmd(&mut sqe)?;
         let (status, result) = disk
             .disk
             .execute_driver_cmd_user(to_ctrl, bytes, timeout, data)?;
-        Ok((u16::try_from(status)?, result))
+        completion(status, result)
     }
 
     /// `NVME_IOCTL_SUBMIT_IO` on the disk of namespace `nsid`, like the C driver's
@@ -507,21 +484,20 @@ impl Passthru {
         if !capable(Capability::SYS_ADMIN) {
             return Err(EACCES);
         }
-        let cdw10_15 = [
-            io.slba as u32,
-            (io.slba >> 32) as u32,
-            u32::from(io.nblocks) | u32::from(io.control) << 16,
-            io.dsmgmt,
-            io.reftag,
-            u32::from(io.apptag) | u32::from(io.appmask) << 16,
-        ];
-        let sqe = Sqe::new(io.opcode, nsid).dwords(0, 0, cdw10_15);
+        let fields = cmd::UserIoFields {
+            control: io.control,
+            dsmgmt: io.dsmgmt,
+            reftag: io.reftag,
+            apptag: io.apptag,
+            appmask: io.appmask,
+        };
+        let sqe = Sqe::user_io(io.opcode, nsid, io.slba, io.nblocks, fields);
         let addr = UserPtr::from_addr(usize::try_from(io.addr)?);
-        let (status, _) = self.run_mapped(nsid, is_write(io.opcode), None, |lba_shift| {
+        let done = self.run_mapped(nsid, is_write(io.opcode), None, |lba_shift| {
             let len = (usize::from(io.nblocks) + 1) << lba_shift;
             Ok((sqe, UserData::Buffer { addr, len }))
         })?;
-        Ok(status.into())
+        Ok(done.status.into())
     }
 
     /// `NVME_IOCTL_IO64_CMD_VEC` on the disk of namespace `nsid`: an I/O command whose data is
@@ -535,10 +511,9 @@ impl Passthru {
         self.require_sgl()?;
         let data = c.user_data(true)?;
         let sqe = c.sqe();
-        let (status, result) =
-            self.run_mapped(nsid, c.is_write(), c.timeout(), |_| Ok((sqe, data)))?;
-        write_result(arg, Layout::Cmd64, result as u32)?;
-        Ok(status.into())
+        let done = self.run_mapped(nsid, c.is_write(), c.timeout(), |_| Ok((sqe, data)))?;
+        write_result(arg, Layout::Cmd64, done.result)?;
+        Ok(done.status.into())
     }
 }
 
@@ -699,8 +674,8 @@ impl Passthru {
         to_ctrl: bool,
         addr: u64,
         len: usize,
-        run: impl FnOnce(Sqe) -> Result<(u16, u32)>,
-    ) -> Result<(u16, u32)> {
+        run: impl FnOnce(Sqe) -> Result<Completion>,
+    ) -> Result<Completion> {
         if len > MAX_DATA {
             return Err(EINVAL);
         }
@@ -714,12 +689,21 @@ impl Passthru {
             io_project!(&bounce.data, [try: 0..len]).copy_from_slice(&data);
         }
         let (prp1, prp2) = bounce.prps(len);
-        let (status, result) = run(sqe.prps(prp1, prp2))?;
+        let done = run(sqe.prps(prp1, prp2))?;
         if !to_ctrl && len > 0 {
             writer.write_dma(&bounce.data, 0, len)?;
         }
-        Ok((status, result))
+        Ok(done)
     }
+}
+
+/// The completion of a driver-private request: its status field and result (dword 0 of the
+/// completion, `request.rs`).
+fn completion(status: impl TryInto<u16>, result: impl TryInto<u32>) -> Result<Completion> {
+    Ok(Completion {
+        status: status.try_into().map_err(|_| EINVAL)?,
+        result: result.try_into().map_err(|_| EINVAL)?,
+    })
 }
 
 /// Whether an admin command changes the format or content of namespaces, so that their disks

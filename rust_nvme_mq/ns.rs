@@ -7,10 +7,11 @@
 
 use crate::{
     cmd::{self, NsDescList, NsFormat, NsList},
-    ctrl::{Ctrl, CtrlInfo, CtrlState, NsDisk, Revalidated},
+    ctrl::{Ctrl, CtrlEvents, CtrlInfo, CtrlState},
     generic::{self, NsAccess},
     ident::{self, Identity, NsIds},
     ioctl::Passthru,
+    nsdisk::{NsDisk, NsSet, Revalidated},
     request::{NsShape, NvmeOps},
 };
 use kernel::{
@@ -64,13 +65,10 @@ impl Operations for NvmeOps {
     ) -> Result<(), QueueError<Self>> {
         let ctrl = &ns.ctrl;
         match ctrl.state() {
-            Ok(CtrlState::Live) => {}
+            CtrlState::Live | CtrlState::Deleting => {}
             // Retried by blk-mq a few milliseconds later.
-            Ok(CtrlState::Resetting | CtrlState::Suspended) => {
-                return Err(QueueError::new(rq, ENOMEM))
-            }
-            Ok(CtrlState::Dead) => return Err(QueueError::new(rq, EIO)),
-            Err(e) => return Err(QueueError::new(rq, e)),
+            CtrlState::Resetting | CtrlState::Suspended => return Err(QueueError::new(rq, ENOMEM)),
+            CtrlState::Dead => return Err(QueueError::new(rq, EIO)),
         }
         ctrl.queues
             .submit(ns.shape.addr(), rq, ctrl.faults.delivery())
@@ -104,23 +102,13 @@ impl Operations for NvmeOps {
         drop(rq);
         let rq = id;
         ctrl.queues.finish_deferred();
-        if matches!(
-            ctrl.state(),
-            Ok(CtrlState::Resetting | CtrlState::Suspended)
-        ) {
+        if matches!(ctrl.state(), CtrlState::Resetting | CtrlState::Suspended) {
             // The reset (or the suspend) requeues the request if the controller still holds
             // it.
             return TimeoutReturn::ResetTimer;
         }
-        if let Some(queue) = ctrl.queues.find(rq).map(|at| at.queue) {
-            if queue.process_completions() && ctrl.queues.find(rq).is_none() {
-                pr_info!(
-                    "rnvme{}: queue {}: request completed without an interrupt, found by polling\n",
-                    ctrl.index,
-                    queue.qid
-                );
-                return TimeoutReturn::Done;
-            }
+        if found_by_polling(ctrl, rq) {
+            return TimeoutReturn::Done;
         }
         let Some(at) = ctrl.queues.mark_aborted(rq) else {
             // Ended meanwhile (or being ended by whoever took it off its slot).
@@ -176,6 +164,23 @@ impl Operations for NvmeOps {
     }
 }
 
+/// Whether request `rq`, timed out, completed without an interrupt: reaping its completion
+/// queue ended it.
+fn found_by_polling(ctrl: &Ctrl, rq: *const Request<NvmeOps>) -> bool {
+    let Some(queue) = ctrl.queues.find(rq).map(|at| at.queue) else {
+        return false;
+    };
+    if !queue.process_completions() || ctrl.queues.find(rq).is_some() {
+        return false;
+    }
+    pr_info!(
+        "rnvme{}: queue {}: request completed without an interrupt, found by polling\n",
+        ctrl.index,
+        queue.qid
+    );
+    true
+}
+
 /// The tag set of a controller's disks: one blk-mq context per CPU, all drawing from one set
 /// of tags and requests as large as all queues' slots together (what the controller can hold,
 /// not that much per CPU). blk-mq divides shared tags fairly between the disks (namespaces)
@@ -213,6 +218,8 @@ pub(crate) type BuildDisk = fn(
 /// What the disks of a controller's namespaces are made of, kept for rescans.
 pub(crate) struct Namespaces {
     pub(crate) ctrl: Arc<Ctrl>,
+    /// The disks.
+    pub(crate) list: Arc<NsSet>,
     /// Given to every disk, for its ioctls.
     pub(crate) passthru: Arc<Passthru>,
     /// The tag set all disks of the controller share.
@@ -226,12 +233,8 @@ pub(crate) struct Namespaces {
 }
 
 impl Namespaces {
-    /// The tag set all disks of the controller share.
-    pub(crate) fn tagset(&self) -> &Arc<TagSet<NvmeOps>> {
-        &self.tagset
-    }
-
     pub(crate) fn new(
+        list: Arc<NsSet>,
         passthru: Arc<Passthru>,
         info: CtrlInfo,
         io_timeout: Delta,
@@ -242,6 +245,7 @@ impl Namespaces {
         Ok(Self {
             tagset: tag_set(&ctrl)?,
             ctrl,
+            list,
             passthru,
             info,
             io_timeout,
@@ -253,7 +257,7 @@ impl Namespaces {
     /// The namespace scan, at probe and for a rescan: read the active namespace list, move
     /// the disks of `disks` whose namespace is no longer active, or whose new format the
     /// driver cannot serve, to `gone`, give the others their namespace's format now (see
-    /// [`NsDisk::revalidate`]), and add a disk for every active namespace without one (if its
+    /// [`NsSet::revalidate`]), and add a disk for every active namespace without one (if its
     /// format is supported). `gone` is the
     /// caller's, to drop (which removes the disks) once it no longer holds the lock of
     /// `disks`: removing a disk waits for its ioctls, which may wait for that lock.
@@ -262,26 +266,19 @@ impl Namespaces {
         for d in core::mem::take(disks) {
             let why = if !active.contains(&d.shape.nsid) {
                 "namespace gone"
-            } else if self.revalidate(&d) != Revalidated::Unusable {
+            } else if self.list.revalidate(&d) != Revalidated::Unusable {
                 disks.push(d, GFP_KERNEL)?;
                 continue;
             } else {
                 "namespace not usable"
             };
-            dev_info!(
-                self.parent,
-                "rnvme{}n{}: {}, removing its disk\n",
-                self.ctrl.index,
-                d.shape.nsid,
-                why
-            );
-            gone.push(d, GFP_KERNEL)?;
+            self.list.retire(d, why, gone)?;
         }
         for &nsid in active.iter() {
             if disks.iter().any(|d| d.shape.nsid == nsid) {
                 continue;
             }
-            let Some(format) = self.identify_ns(nsid)? else {
+            let Some(format) = self.ctrl.identify_ns(&self.parent, nsid)? else {
                 continue;
             };
             let ids = self.identify_ids(&format);
@@ -290,6 +287,18 @@ impl Namespaces {
             disks.push(disk, GFP_KERNEL)?;
         }
         Ok(())
+    }
+
+    /// The scan again (a rescan, an asynchronous event that says namespaces changed), on the
+    /// disks of the list.
+    pub(crate) fn rescan(&self) -> Result {
+        // The disks of vanished namespaces. Declared before the lock guard, so dropped (the
+        // disks deleted) after it is released: deleting a disk waits for its running ioctls,
+        // which may wait for this lock (I/O passthrough looks its disk up in the list).
+        let mut gone = KVec::new();
+        // Held throughout: one rescan at a time, and no removal of the controller meanwhile.
+        let mut disks = self.list.lock().ok_or(ENODEV)?;
+        self.scan(&mut disks, &mut gone)
     }
 
     /// The active namespace ids (at most one Identify page of them).
@@ -307,11 +316,6 @@ impl Namespaces {
                 }
                 Ok(ids)
             })
-    }
-
-    /// Identify namespace `nsid`; `None` if it is empty or its format is not supported.
-    fn identify_ns(&self, nsid: u32) -> Result<Option<NsFormat>> {
-        self.ctrl.identify_ns(&self.parent, nsid)
     }
 
     /// The identifiers of namespace `f`: its descriptor list, then Identify Namespace. A
@@ -355,54 +359,11 @@ impl Namespaces {
         ids
     }
 
-    /// Bring disk `d`, whose namespace is still active, in line with what Identify Namespace
-    /// says now. A disk that cannot be revalidated (the command failed) stays as it was, with
-    /// a message.
-    fn revalidate(&self, d: &NsDisk) -> Revalidated {
-        let format = self.identify_ns(d.shape.nsid);
-        match format.and_then(|f| d.revalidate(&self.parent, self.ctrl.index, f)) {
-            Ok(verdict) => verdict,
-            Err(e) => {
-                dev_err!(
-                    self.parent,
-                    "rnvme{}n{}: revalidating failed: {:?}\n",
-                    self.ctrl.index,
-                    d.shape.nsid,
-                    e
-                );
-                Revalidated::Same
-            }
-        }
-    }
-
     /// The disk of namespace `f` with identifiers `ids`, a child of the PCI function in sysfs.
     fn add_disk(&self, f: &NsFormat, ids: NsIds) -> Result<NsDisk> {
         let info = &self.info;
-        let block = 1u32 << f.lba_shift;
-        let sectors = f.sectors();
-        let transfer = &info.transfer;
-        let max_sectors = u32::try_from(transfer.max_bytes >> SECTOR_SHIFT)?;
-        let mut builder = GenDiskBuilder::new()
-            .capacity_sectors(sectors)
-            .logical_block_size(block)?
-            .physical_block_size(block)?
-            .max_hw_sectors(max_sectors)
-            .max_segments(u16::try_from(transfer.max_segments())?)
-            .max_segment_size(u32::MAX)?
-            .virt_boundary_mask(transfer.virt_boundary_mask())?
-            .dma_alignment(DMA_ALIGNMENT_MASK)?
-            .rq_timeout(self.io_timeout)
-            .parent(&self.parent);
-        if info.vwc {
-            builder = builder.write_cache(true);
-        }
-        if info.oncs & cmd::ONCS_DSM != 0 {
-            builder = builder.max_discard_sectors(MAX_ZERO_SECTORS);
-        }
-        if info.oncs & cmd::ONCS_WRITE_ZEROES != 0 {
-            builder = builder.max_write_zeroes_sectors(MAX_ZERO_SECTORS);
-        }
-        let shape = Arc::new(NsShape::new(f.nsid, f.lba_shift, sectors), GFP_KERNEL)?;
+        let builder = self.disk_builder(f)?;
+        let shape = Arc::new(NsShape::new(f.nsid, f.lba_shift, f.sectors()), GFP_KERNEL)?;
         let ns = Namespace {
             ctrl: self.ctrl.clone(),
             passthru: self.passthru.clone(),
@@ -430,11 +391,40 @@ impl Namespaces {
         };
         let (generic, poll) = generic::register(access, self.ctrl.index, &self.parent)?;
         Ok(NsDisk {
-            _generic: generic,
+            _generic: KBox::new(generic, GFP_KERNEL)?,
             shape,
             disk,
             _poll: poll,
         })
+    }
+
+    /// The disk of namespace `f`, to be: its format, the controller's limits and features.
+    fn disk_builder(&self, f: &NsFormat) -> Result<GenDiskBuilder> {
+        let info = &self.info;
+        let block = 1u32 << f.lba_shift;
+        let transfer = &info.transfer;
+        let max_sectors = u32::try_from(transfer.max_bytes >> SECTOR_SHIFT)?;
+        let mut builder = GenDiskBuilder::new()
+            .capacity_sectors(f.sectors())
+            .logical_block_size(block)?
+            .physical_block_size(block)?
+            .max_hw_sectors(max_sectors)
+            .max_segments(u16::try_from(transfer.max_segments())?)
+            .max_segment_size(u32::MAX)?
+            .virt_boundary_mask(transfer.virt_boundary_mask())?
+            .dma_alignment(DMA_ALIGNMENT_MASK)?
+            .rq_timeout(self.io_timeout)
+            .parent(&self.parent);
+        if info.vwc {
+            builder = builder.write_cache(true);
+        }
+        if info.oncs & cmd::ONCS_DSM != 0 {
+            builder = builder.max_discard_sectors(MAX_ZERO_SECTORS);
+        }
+        if info.oncs & cmd::ONCS_WRITE_ZEROES != 0 {
+            builder = builder.max_write_zeroes_sectors(MAX_ZERO_SECTORS);
+        }
+        Ok(builder)
     }
 
     /// Log a new disk.
@@ -453,5 +443,23 @@ impl Namespaces {
             flag(info.oncs & cmd::ONCS_DSM != 0, ", discard"),
             flag(info.oncs & cmd::ONCS_WRITE_ZEROES != 0, ", write zeroes")
         );
+    }
+}
+
+impl CtrlEvents for Namespaces {
+    fn gone(&self) {
+        self.list.remove_all();
+    }
+
+    fn namespaces_changed(&self) -> Result {
+        self.rescan()
+    }
+
+    fn quiesce(&self) {
+        self.tagset.quiesce();
+    }
+
+    fn unquiesce(&self) {
+        self.tagset.unquiesce();
     }
 }

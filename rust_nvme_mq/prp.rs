@@ -26,14 +26,18 @@ pub(crate) struct Prps {
 /// one the transfer needs an SGL).
 pub(crate) fn build_prps(
     segs: impl Iterator<Item = (u64, usize)>,
-    mut put: impl FnMut(usize, u64) -> Result,
+    put: impl FnMut(usize, u64) -> Result,
     max: usize,
     list_addr: u64,
 ) -> Result<Prps> {
     let page = PAGE_SIZE as u64;
     let mut prp1 = None;
-    let mut second = 0;
-    let mut nr_entries = 0;
+    let mut entries = Entries {
+        put,
+        max,
+        nr: 0,
+        second: 0,
+    };
     let mut end = 0u64;
     for (addr, len) in segs {
         let len = len as u64;
@@ -50,36 +54,56 @@ pub(crate) fn build_prps(
         let mut next = addr.next_multiple_of(page);
         while next < addr + len {
             if Some(next) != prp1 {
-                if nr_entries == max {
-                    return Err(EINVAL);
-                }
-                // A single entry goes into PRP2 itself: the list is written once a second
-                // entry shows there is one.
-                match nr_entries {
-                    0 => second = next,
-                    1 => {
-                        put(0, second)?;
-                        put(1, next)?;
-                    }
-                    _ => put(nr_entries, next)?,
-                }
-                nr_entries += 1;
+                entries.add(next)?;
             }
             next += page;
         }
         end = addr + len;
     }
     let prp1 = prp1.ok_or(EINVAL)?;
-    let prp2 = match nr_entries {
+    let prp2 = match entries.nr {
         0 => 0,
-        1 => second,
+        1 => entries.second,
         _ => list_addr,
     };
     Ok(Prps {
         prp1,
-        nr_entries,
+        nr_entries: entries.nr,
         prp2,
     })
+}
+
+/// The entries after PRP1 of a transfer being described, written with `put` (index, entry),
+/// at most `max`.
+struct Entries<F> {
+    put: F,
+    max: usize,
+    /// How many there are.
+    nr: usize,
+    /// The first one, written to the list only once a second one shows there is a list.
+    second: u64,
+}
+
+impl<F: FnMut(usize, u64) -> Result> Entries<F> {
+    /// Add `entry`; `EINVAL` if there are `max` already.
+    #[inline]
+    fn add(&mut self, entry: u64) -> Result {
+        if self.nr == self.max {
+            return Err(EINVAL);
+        }
+        // A single entry goes into PRP2 itself: the list is written once a second entry
+        // shows there is one.
+        match self.nr {
+            0 => self.second = entry,
+            1 => {
+                (self.put)(0, self.second)?;
+                (self.put)(1, entry)?;
+            }
+            _ => (self.put)(self.nr, entry)?,
+        }
+        self.nr += 1;
+        Ok(())
+    }
 }
 
 #[kunit_tests(rust_nvme_mq_prp)]

@@ -189,13 +189,14 @@ impl Inject {
     }
 
     /// `cqe`, with the injected status if one is due and `cqe` succeeded.
-    fn apply(&self, cqe: cmd::Completion) -> cmd::Completion {
+    fn apply(&self, cqe: cmd::CqEntry) -> cmd::CqEntry {
         let mut count = self.count.load(Relaxed);
-        while count > 0 && cqe.status & cmd::STATUS_SCT_SC_MASK == cmd::SC_SUCCESS {
+        while count > 0 && cqe.done.status & cmd::STATUS_SCT_SC_MASK == cmd::SC_SUCCESS {
             match self.count.cmpxchg(count, count - 1, Relaxed) {
                 Ok(_) => {
                     let status = self.status.load(Relaxed) as u16;
-                    return cmd::Completion { status, ..cqe };
+                    let done = cmd::Completion { status, ..cqe.done };
+                    return cmd::CqEntry { done, ..cqe };
                 }
                 Err(now) => count = now,
             }
@@ -541,6 +542,32 @@ impl IoQueue {
             Ok(cid) => cid,
             Err(refusal) => return Err(refusal.give_back(rq)),
         };
+        let sqe = self.prepare(st, cid, ns, rq)?;
+        st.occupy(cid, origin);
+        self.stats.submitted.add(1, Relaxed);
+        if delivery == Delivery::Lose {
+            pr_warn!(
+                "queue {}: losing command {} (fault injection)\n",
+                self.qid,
+                cid
+            );
+            return Ok(());
+        }
+        self.push(st, sqe);
+        Ok(())
+    }
+
+    /// Build the command of `rq` (for namespace `ns`) into slot `cid`, claimed by
+    /// [`IoQueue::submit`], and hold the request there. On failure the slot is free again
+    /// and the request handed back.
+    #[inline]
+    fn prepare(
+        &self,
+        st: &mut QueueState,
+        cid: u16,
+        ns: NsAddr,
+        rq: ARef<Request<NvmeOps>>,
+    ) -> Result<Sqe, SubmitError> {
         let Ok(list) = self.lists.area(cid) else {
             st.release(cid);
             return Err(SubmitError::Failed(rq, EIO));
@@ -568,18 +595,7 @@ impl IoQueue {
             self.stats.sgl.add(1, Relaxed);
         }
         slot.hold(rq, sqe);
-        st.occupy(cid, origin);
-        self.stats.submitted.add(1, Relaxed);
-        if delivery == Delivery::Lose {
-            pr_warn!(
-                "queue {}: losing command {} (fault injection)\n",
-                self.qid,
-                cid
-            );
-            return Ok(());
-        }
-        self.push(st, sqe);
-        Ok(())
+        Ok(sqe)
     }
 
     /// Put `sqe` at the tail of the submission queue and ring the doorbell.
@@ -606,18 +622,18 @@ impl IoQueue {
             reaped.consumed = true;
             st.advance_cq(self.depth);
             let cqe = self.inject.apply(cqe);
-            if !st.accepting && aborted_by_sq_deletion(cqe.status) {
+            if !st.accepting && aborted_by_sq_deletion(cqe.done.status) {
                 // The queues are being deleted before the controller is disabled: the request
                 // stays in its slot and is requeued (reset) or failed (shutdown) from there.
                 continue;
             }
-            if let Some(sqe) = st.retry(cqe.cid, cqe.status) {
+            if let Some(sqe) = st.retry(cqe.cid, cqe.done.status) {
                 self.stats.retried.add(1, Relaxed);
                 self.push(st, sqe);
                 continue;
             }
             if let (Some(rq), Some(entry)) = (st.take(cqe.cid), done.get_mut(reaped.ended)) {
-                let status = request::end_status(&rq, &cqe);
+                let status = request::end_status(&rq, &cqe.done);
                 // The slot keeps the command and its retry count after `take` (until the next
                 // submission into it, which this lock holds off).
                 if let (Err(e), false, Some(slot)) = (
@@ -625,7 +641,7 @@ impl IoQueue {
                     rq.is_driver_private(),
                     st.slots.get(usize::from(cqe.cid)),
                 ) {
-                    self.log_error(&slot.sqe, cqe.status, slot.retries, e);
+                    self.log_error(&slot.sqe, cqe.done.status, slot.retries, e);
                 }
                 *entry = Some((rq, status));
                 reaped.ended += 1;

@@ -3,7 +3,7 @@
 //! Controller registers (NVMe base specification, "Controller Registers") and doorbells.
 
 use kernel::{
-    io::{poll::read_poll_timeout, register, Io},
+    io::{poll::read_poll_timeout, register, register::Array, Io},
     pci,
     prelude::*,
     time::Delta,
@@ -12,10 +12,6 @@ use kernel::{
 /// Size of the register block mapped from BAR0 before the doorbells.
 pub(crate) const SIZE: usize = 0x1000;
 
-/// Admin Submission Queue base address (64 bit, written low half first).
-const ASQ: usize = 0x28;
-/// Admin Completion Queue base address (64 bit, written low half first).
-const ACQ: usize = 0x30;
 /// First doorbell; queue `y`'s SQ tail is at `DOORBELLS + 2y * stride`, its CQ head at
 /// `DOORBELLS + (2y + 1) * stride`.
 const DOORBELLS: usize = 0x1000;
@@ -81,6 +77,19 @@ register! {
         27:16 acqs;
         /// Admin Submission Queue Size (0's based).
         11:0 asqs;
+    }
+}
+
+register! {
+    /// Admin Submission Queue Base Address (64 bit, page aligned), as its two 32-bit halves,
+    /// low first: written in that order, as the C driver's `lo_hi_writeq()` does.
+    pub(crate) ASQ(u32)[2] @ 0x28 {
+        31:0 half;
+    }
+
+    /// Admin Completion Queue Base Address, as [`ASQ`].
+    pub(crate) ACQ(u32)[2] @ 0x30 {
+        31:0 half;
     }
 }
 
@@ -195,10 +204,10 @@ impl Regs {
         let aqa = AQA::zeroed().try_with_asqs(size)?.try_with_acqs(size)?;
         let bar = self.bar.try_access().ok_or(ENODEV)?;
         bar.write_reg(aqa);
-        for (offset, value) in [(ASQ, sq), (ACQ, cq)] {
-            let _ = bar.try_write32(value as u32, offset);
-            let _ = bar.try_write32((value >> 32) as u32, offset + 4);
-        }
+        bar.write(ASQ::at(0), ASQ::from(sq as u32));
+        bar.write(ASQ::at(1), ASQ::from((sq >> 32) as u32));
+        bar.write(ACQ::at(0), ACQ::from(cq as u32));
+        bar.write(ACQ::at(1), ACQ::from((cq >> 32) as u32));
         Ok(())
     }
 

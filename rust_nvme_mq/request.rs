@@ -116,8 +116,9 @@ pub(crate) fn command(ns: NsAddr, rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> R
 /// the slot's list area.
 fn discard(nsid: u32, slot: &SlotDma<'_>, lba: u64, blocks: u32) -> Result<Sqe> {
     // Context attributes and length in blocks, then the starting LBA.
-    slot.list.write(0, u64::from(blocks) << 32)?;
-    slot.list.write(1, lba)?;
+    let [attributes_and_length, start] = cmd::dsm_range(lba, blocks);
+    slot.list.write(0, attributes_and_length)?;
+    slot.list.write(1, start)?;
     Ok(Sqe::new(cmd::NVM_DSM, nsid)
         .prps(slot.list.addr, 0)
         .cdw10(0)

@@ -8,8 +8,9 @@ usage() {
     cat <<USAGE
 Usage: $0 [--help]
 
-Checks the drivers with the kernel's own settings: "make rustfmtcheck" (rustfmt with the
-kernel's .rustfmt.toml) and a clippy build (Kbuild's CLIPPY=1) of a copy of the driver
+Runs tests/host/structure.sh first (the drivers' module graph, module table and function
+lengths; no kernel needed), then checks the drivers with the kernel's own settings:
+"make rustfmtcheck" (rustfmt with the kernel's .rustfmt.toml) and a clippy build (Kbuild's CLIPPY=1) of a copy of the driver
 sources in a temporary directory, so the checkout's modules are left alone. Needs the kernel
 built (scripts/build-kernel.sh). Prints "PASS name" / "FAIL name" per check, with the
 offending lines on failure.
@@ -18,6 +19,7 @@ USAGE
 help_or_no_args "$@"
 
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
+"$TOP/tests/host/structure.sh"
 KDIR=$("$TOP/scripts/build-kernel.sh" --print-dir)
 [[ -f "$KDIR/vmlinux" ]] || { echo "lint: no kernel built in $KDIR: run scripts/build-kernel.sh first" >&2; exit 1; }
 export PATH="$HOME/.cargo/bin:$PATH"
