@@ -32,10 +32,15 @@
 //! submission queues together (what the controller can hold), so a context can hold more
 //! requests than its own queue. The driver, not blk-mq, picks the submission queue:
 //! `queue_rq` tries the queue of the submitting CPU first; when that one is full and
-//! `overflow` is set, it tries the other queues round robin from the home queue, and each of
-//! them lends a slot only while it keeps a reserve free for its own CPUs (a quarter of its
-//! slots, see `queueset::origin`), so a CPU with more load than its queue holds borrows the others'
-//! spare slots without starving them. Only when no queue takes the request does it return
+//! `overflow` is set, it tries at most two other queues: of at most four looked at, spread
+//! over the queues from a point that moves with every search, those whose counters of
+//! commands submitted and completed (read without their locks) say they have most slots to
+//! spare (a bounded search, `rust_nvme_mq/policy.rs`, which the host model
+//! `tools/overflow-model` runs for 16 to 256 queues, see docs/overflow-model.md). Each of them
+//! lends a slot only while it keeps a reserve free for its own CPUs (a quarter of its slots,
+//! see `queueset::origin`), so a CPU with more load than its queue holds borrows the others'
+//! spare slots without starving them, and a submission takes at most three queue locks
+//! however many queues there are. When no queue tried takes the request it returns
 //! `BLK_STS_RESOURCE`, and blk-mq retries the request when one of the context's requests
 //! completes (or after a few milliseconds). A completion is routed by the queue it was
 //! submitted to, whatever the context, through the command id, which indexes a per-queue slot

@@ -64,17 +64,20 @@ pub(crate) fn peeks(home: usize, nr_queues: usize, seed: u64) -> impl Iterator<I
     let step = others.checked_div(n).unwrap_or(0);
     let start = u64::try_from(others)
         .ok()
-        .filter(|&o| o > 0)
-        .and_then(|o| usize::try_from(mix(seed) % o).ok())
+        .and_then(|o| mix(seed).checked_rem(o))
+        .and_then(|s| usize::try_from(s).ok())
         .unwrap_or(0);
-    (0..n).map(move |i| (home + 1 + (start + i * step) % others) % nr_queues)
+    (0..n).map(move |i| {
+        let off = (start + i * step).checked_rem(others).unwrap_or(0);
+        (home + 1 + off).checked_rem(nr_queues).unwrap_or(0)
+    })
 }
 
 /// The queues a bounded search locks, best first: at most [`TRIES`].
 #[derive(Clone, Copy)]
 pub(crate) struct Lenders {
-    queues: [usize; TRIES],
-    len: usize,
+    /// Queue and its spare slots, most spare first.
+    best: [Option<(usize, usize)>; TRIES],
     next: usize,
 }
 
@@ -82,10 +85,7 @@ impl Iterator for Lenders {
     type Item = usize;
 
     fn next(&mut self) -> Option<usize> {
-        let q = *self
-            .queues
-            .get(self.next)
-            .filter(|_| self.next < self.len)?;
+        let (q, _) = self.best.get(self.next).copied().flatten()?;
         self.next += 1;
         Some(q)
     }
@@ -93,37 +93,38 @@ impl Iterator for Lenders {
 
 /// The other queues a request from `home` tries when its home queue is full: of those
 /// [`peeks`] looks at, the [`TRIES`] for which `spare` (how many slots queue `i` would lend,
-/// by its counters) is largest, largest first; none that would lend nothing.
+/// by its counters) is largest, largest first (the first looked at among equals); none that
+/// would lend nothing.
 pub(crate) fn lenders(
     home: usize,
     nr_queues: usize,
     seed: u64,
     spare: impl Fn(usize) -> usize,
 ) -> Lenders {
-    let mut best = [(0usize, 0usize); TRIES];
-    let mut len = 0;
+    let mut best = [None; TRIES];
     for q in peeks(home, nr_queues, seed) {
         let s = spare(q);
         if s == 0 {
             continue;
         }
-        // Insertion into `best`, kept sorted by spare slots, largest first (stable).
-        let mut at = len.min(TRIES);
-        while at > 0 && best[at - 1].1 < s {
-            at -= 1;
-        }
-        if at < TRIES {
-            let end = len.min(TRIES - 1);
-            best.copy_within(at..end, at + 1);
-            best[at] = (q, s);
-            len = (len + 1).min(TRIES);
+        // Insert into `best` after the entries that spare as much or more; the ones after it
+        // move down one (the last off the end).
+        let mut cand = Some((q, s));
+        let mut shifting = false;
+        for entry in best.iter_mut() {
+            let Some(c) = cand else {
+                break;
+            };
+            match *entry {
+                Some((_, have)) if !shifting && have >= c.1 => {}
+                _ => {
+                    cand = entry.replace(c);
+                    shifting = true;
+                }
+            }
         }
     }
-    Lenders {
-        queues: best.map(|(q, _)| q),
-        len,
-        next: 0,
-    }
+    Lenders { best, next: 0 }
 }
 
 /// Where a bounded search is.
