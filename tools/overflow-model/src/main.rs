@@ -630,7 +630,7 @@ fn main() {
             let (lp99, _) = at(Policy::Linear, &|f| f.locks_p99 as f64);
             let ok = m <= TARGET_LOCKS_MEAN && p99 <= TARGET_LOCKS_P99 as f64;
             println!(
-                "{} overflow_model_locks_256 (bounded, worst load: mean {m:.3} ({}) <= {TARGET_LOCKS_MEAN}, p99 {p99:.0} ({}) <= {TARGET_LOCKS_P99}; linear scan: mean {lm:.2}, p99 {lp99:.0})",
+                "{} overflow_model_locks_256 (bounded, worst load: mean {m:.4} ({}) <= {TARGET_LOCKS_MEAN}, p99 {p99:.0} ({}) <= {TARGET_LOCKS_P99}; linear scan: mean {lm:.2}, p99 {lp99:.0})",
                 if ok { "PASS" } else { "FAIL" }, ml.name(), pl.name()
             );
             let (fair, fl) = at(Policy::Bounded, &|f| f.fairness);
