@@ -290,6 +290,11 @@ module! {
             description: "Send a request to another queue with free slots when its CPU's queue is full",
             perm: 0o444,
         },
+        overflow_scan: bool {
+            default: false,
+            description: "With overflow, try every other queue in turn when a CPU's queue is full (the linear scan, for comparison) instead of at most two chosen by their counters",
+            perm: 0o444,
+        },
         io_queue_depth: u32 {
             default: 1024,
             description: "Entries per I/O submission/completion queue (2..=65536, capped by CAP.MQES)",
@@ -365,6 +370,7 @@ struct NvmeDevice {
 struct Params {
     depth: u32,
     overflow: bool,
+    overflow_scan: bool,
     nr_io_queues: u32,
     poll_queues: u32,
     io_timeout: Delta,
@@ -377,6 +383,7 @@ impl Params {
         Self {
             depth: module_parameters::io_queue_depth.value(),
             overflow: module_parameters::overflow.value(),
+            overflow_scan: module_parameters::overflow_scan.value(),
             nr_io_queues: module_parameters::nr_io_queues.value(),
             poll_queues: module_parameters::poll_queues.value(),
             io_timeout: Delta::from_secs(module_parameters::io_timeout.value().into()),
@@ -631,7 +638,14 @@ impl NvmeDevice {
         let nr_poll = params.poll_queues as usize;
         drop(admin_irq);
         let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll], &admin_work)?;
-        let queues = QueueSet::new(queues, nr_poll, irqs.access(dev)?, want, params.overflow)?;
+        let queues = QueueSet::new(
+            queues,
+            nr_poll,
+            irqs.access(dev)?,
+            want,
+            params.overflow,
+            params.overflow_scan,
+        )?;
         let index = CtrlIndex::take()?;
         let ctrl = Ctrl::new(
             dev,

@@ -117,6 +117,9 @@ pub(crate) struct QueueSet {
     nr_poll: usize,
     /// Whether a request may go to another queue when its home queue is full.
     overflow: bool,
+    /// Overflow tries every queue in turn (the linear scan, `overflow_scan`, for comparison)
+    /// instead of the bounded search.
+    scan: bool,
     map: QueueMap,
     /// MSI-X vectors granted (vector 0 is the admin queue's).
     nr_vectors: usize,
@@ -126,13 +129,16 @@ pub(crate) struct QueueSet {
 
 impl QueueSet {
     /// The set of `queues`, the last `nr_poll` of them poll queues, the others reaped by the
-    /// handlers of `irqs`; `want`: how many queue pairs were asked for.
+    /// handlers of `irqs`; `want`: how many queue pairs were asked for; with `overflow`, a
+    /// request may go to another queue, chosen by the bounded search, or with `scan` by trying
+    /// every queue in turn.
     pub(crate) fn new(
         queues: KVec<Arc<IoQueue>>,
         nr_poll: usize,
         irqs: &pci::IrqHandlers<CqIrq>,
         want: u32,
         overflow: bool,
+        scan: bool,
     ) -> Result<Self> {
         let map = QueueMap::new(irqs, queues.len() - nr_poll)?;
         Ok(Self {
@@ -140,6 +146,7 @@ impl QueueSet {
             queues,
             nr_poll,
             overflow,
+            scan,
             map,
             want,
         })
@@ -237,8 +244,9 @@ impl QueueSet {
     /// Submit `rq` for namespace `ns`: to its home queue, or with `overflow`, when that is
     /// full, to one of at most [`policy::TRIES`] other queues that lends it a slot, chosen by
     /// the bounded search ([`policy::tries`]): of at most [`policy::PEEKS`] queues, those
-    /// whose counters, read without their locks, say they have most slots to spare. `ENOMEM`
-    /// (blk-mq retries later) when no queue tried takes it.
+    /// whose counters, read without their locks, say they have most slots to spare (with
+    /// `overflow_scan`, to the first other queue in turn that lends it one). `ENOMEM` (blk-mq
+    /// retries later) when no queue tried takes it.
     pub(crate) fn submit(
         &self,
         ns: NsAddr,
@@ -246,19 +254,25 @@ impl QueueSet {
         delivery: Delivery,
     ) -> Result<(), QueueError<NvmeOps>> {
         let Choice { first, count, home } = self.choice(&rq);
-        let tries = policy::tries(
-            home - first,
-            count,
-            self.overflow,
-            // Each search starts elsewhere: the home queue's count of own requests it refused
-            // (just counted one more), a counter only the home queue's CPUs move.
-            || {
-                self.queues
-                    .get(home)
-                    .map_or(0, |q| q.stats.full.load(Relaxed))
-            },
-            |i| self.spare(first + i),
-        );
+        let scan = self
+            .scan
+            .then(|| queue_order(home - first, count, self.overflow));
+        let bounded = (!self.scan).then(|| {
+            policy::tries(
+                home - first,
+                count,
+                self.overflow,
+                // Each search starts elsewhere: the home queue's count of own requests it
+                // refused (just counted one more), a counter only the home queue's CPUs move.
+                || {
+                    self.queues
+                        .get(home)
+                        .map_or(0, |q| q.stats.full.load(Relaxed))
+                },
+                |i| self.spare(first + i),
+            )
+        });
+        let tries = Iterator::chain(scan.into_iter().flatten(), bounded.into_iter().flatten());
         let mut rq = rq;
         for (qi, queue) in tries.filter_map(|i| Some((first + i, self.queues.get(first + i)?))) {
             let origin = origin(qi, home, queue.slots());
