@@ -32,10 +32,15 @@
 //! submission queues together (what the controller can hold), so a context can hold more
 //! requests than its own queue. The driver, not blk-mq, picks the submission queue:
 //! `queue_rq` tries the queue of the submitting CPU first; when that one is full and
-//! `overflow` is set, it tries the other queues round robin from the home queue, and each of
-//! them lends a slot only while it keeps a reserve free for its own CPUs (a quarter of its
-//! slots, see `queueset::origin`), so a CPU with more load than its queue holds borrows the others'
-//! spare slots without starving them. Only when no queue takes the request does it return
+//! `overflow` is set, it tries at most two other queues: of at most four looked at, spread
+//! over the queues from a point that moves with every search, those whose counters of
+//! commands submitted and completed (read without their locks) say they have most slots to
+//! spare (a bounded search, `rust_nvme_mq/policy.rs`, which the host model
+//! `tools/overflow-model` runs for 16 to 256 queues, see docs/overflow-model.md). Each of them
+//! lends a slot only while it keeps a reserve free for its own CPUs (a quarter of its slots,
+//! see `queueset::origin`), so a CPU with more load than its queue holds borrows the others'
+//! spare slots without starving them, and a submission takes at most three queue locks
+//! however many queues there are. When no queue tried takes the request it returns
 //! `BLK_STS_RESOURCE`, and blk-mq retries the request when one of the context's requests
 //! completes (or after a few milliseconds). A completion is routed by the queue it was
 //! submitted to, whatever the context, through the command id, which indexes a per-queue slot
@@ -175,6 +180,7 @@
 //! | `request` | `NvmeOps` (the request type), request to command (the only place), completion to result (a passthrough request keeps status and result in its own data) |
 //! | `queue` | `IoQueue`: one queue pair's rings, command slots, submission into a slot, reaping |
 //! | `admin` | the admin queue and its commands, the one Identify path (the queue's buffer); `AdminEvents` |
+//! | `policy` | the overflow policy's pure functions (queue order, reserve, the bounded lender search), a child module of `queueset` that `tools/overflow-model` compiles too |
 //! | `queueset` | `QueueSet`: the I/O queues, CPU-to-queue map, vectors, queue selection and lending, IRQ handlers, counters |
 //! | **controller** | |
 //! | `ctrl` | `Ctrl`: state, admin queue, queue set; bring-up, reset, removal, shutdown, sleep; `CtrlEvents`, what it reports to the namespaces (gone, namespaces changed, quiesce, unquiesce) |
@@ -299,6 +305,11 @@ module! {
             description: "Send a request to another queue with free slots when its CPU's queue is full",
             perm: 0o444,
         },
+        overflow_scan: bool {
+            default: false,
+            description: "With overflow, try every other queue in turn when a CPU's queue is full (the linear scan, for comparison) instead of at most two chosen by their counters",
+            perm: 0o444,
+        },
         io_queue_depth: u32 {
             default: 1024,
             description: "Entries per I/O submission/completion queue (2..=65536, capped by CAP.MQES)",
@@ -372,6 +383,7 @@ struct NvmeDevice {
 struct Params {
     depth: u32,
     overflow: bool,
+    overflow_scan: bool,
     nr_io_queues: u32,
     poll_queues: u32,
     io_timeout: Delta,
@@ -384,6 +396,7 @@ impl Params {
         Self {
             depth: module_parameters::io_queue_depth.value(),
             overflow: module_parameters::overflow.value(),
+            overflow_scan: module_parameters::overflow_scan.value(),
             nr_io_queues: module_parameters::nr_io_queues.value(),
             poll_queues: module_parameters::poll_queues.value(),
             io_timeout: Delta::from_secs(module_parameters::io_timeout.value().into()),
@@ -639,7 +652,14 @@ impl NvmeDevice {
         let nr_poll = params.poll_queues as usize;
         drop(admin_irq);
         let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll], &admin_work)?;
-        let queues = QueueSet::new(queues, nr_poll, irqs.access(dev)?, want, params.overflow)?;
+        let queues = QueueSet::new(
+            queues,
+            nr_poll,
+            irqs.access(dev)?,
+            want,
+            params.overflow,
+            params.overflow_scan,
+        )?;
         let index = CtrlIndex::take()?;
         let ctrl = Ctrl::new(
             dev,

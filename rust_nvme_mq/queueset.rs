@@ -25,22 +25,11 @@ use kernel::{
     sync::{aref::ARef, atomic::Relaxed, Arc},
 };
 
-/// The order in which queues are tried for a request from `home`: the home queue, then,
-/// with `overflow`, the others round robin (each of which may refuse, see [`origin`]).
-pub(crate) fn queue_order(
-    home: usize,
-    nr_queues: usize,
-    overflow: bool,
-) -> impl Iterator<Item = usize> {
-    let tries = if overflow { nr_queues } else { 1 };
-    (0..tries).map(move |i| (home + i) % nr_queues.max(1))
-}
+// The policy's pure functions, shared with the host model (`tools/overflow-model`).
+#[path = "policy.rs"]
+mod policy;
 
-/// How many of a queue's `slots` it keeps for requests of its own CPUs (those whose home it
-/// is): a quarter, rounded up.
-pub(crate) fn lend_reserve(slots: usize) -> usize {
-    slots.div_ceil(4)
-}
+use policy::{lend_reserve, queue_order};
 
 /// The lending rule, for a request tried on queue `qi` (of `slots` slots) whose home queue is
 /// `home`. A request of one of the queue's own CPUs may take any free slot; a request of a
@@ -128,6 +117,9 @@ pub(crate) struct QueueSet {
     nr_poll: usize,
     /// Whether a request may go to another queue when its home queue is full.
     overflow: bool,
+    /// Overflow tries every queue in turn (the linear scan, `overflow_scan`, for comparison)
+    /// instead of the bounded search.
+    scan: bool,
     map: QueueMap,
     /// MSI-X vectors granted (vector 0 is the admin queue's).
     nr_vectors: usize,
@@ -137,13 +129,16 @@ pub(crate) struct QueueSet {
 
 impl QueueSet {
     /// The set of `queues`, the last `nr_poll` of them poll queues, the others reaped by the
-    /// handlers of `irqs`; `want`: how many queue pairs were asked for.
+    /// handlers of `irqs`; `want`: how many queue pairs were asked for; with `overflow`, a
+    /// request may go to another queue, chosen by the bounded search, or with `scan` by trying
+    /// every queue in turn.
     pub(crate) fn new(
         queues: KVec<Arc<IoQueue>>,
         nr_poll: usize,
         irqs: &pci::IrqHandlers<CqIrq>,
         want: u32,
         overflow: bool,
+        scan: bool,
     ) -> Result<Self> {
         let map = QueueMap::new(irqs, queues.len() - nr_poll)?;
         Ok(Self {
@@ -151,6 +146,7 @@ impl QueueSet {
             queues,
             nr_poll,
             overflow,
+            scan,
             map,
             want,
         })
@@ -228,9 +224,54 @@ impl QueueSet {
         }
     }
 
+    /// How many slots queue `qi` would lend, by its counters read without its lock
+    /// ([`policy::spare`]). None while its vector has no online CPU: it refuses borrowers then
+    /// (`IoQueue::submit`), while its counters look idle.
+    fn spare(&self, qi: usize) -> usize {
+        let Some(q) = self.queues.get(qi) else {
+            return 0;
+        };
+        if !self
+            .cpus(qi)
+            .is_none_or(|c| c.intersects(Cpumask::online()))
+        {
+            return 0;
+        }
+        let (submitted, completed) = (&q.stats.submitted, &q.stats.completed);
+        policy::spare(q.slots(), submitted.load(Relaxed), completed.load(Relaxed))
+    }
+
+    /// The queues a request of queue `home` (of the `count` queues from `first`) tries, in
+    /// order, as offsets from `first`: the home queue, then with `overflow_scan` every other
+    /// queue in turn, else those the bounded search ([`policy::tries`]) picks.
+    fn tries(&self, first: usize, count: usize, home: usize) -> impl Iterator<Item = usize> + '_ {
+        let scan = self
+            .scan
+            .then(|| queue_order(home - first, count, self.overflow));
+        let bounded = (!self.scan).then(|| {
+            policy::tries(
+                home - first,
+                count,
+                self.overflow,
+                // Each search starts elsewhere: the home queue's count of own requests it
+                // refused (just counted one more), a counter only the home queue's CPUs move.
+                move || {
+                    self.queues
+                        .get(home)
+                        .map_or(0, |q| q.stats.full.load(Relaxed))
+                },
+                move |i| self.spare(first + i),
+            )
+        });
+        Iterator::chain(scan.into_iter().flatten(), bounded.into_iter().flatten())
+    }
+
     /// Submit `rq` for namespace `ns`: to its home queue, or with `overflow`, when that is
-    /// full, to the first other queue that lends it a slot. `ENOMEM` (blk-mq retries later)
-    /// when no queue takes it.
+    /// full, to one of at most [`policy::TRIES`] other queues that lends it a slot, chosen by
+    /// the bounded search ([`policy::tries`]): of at most [`policy::PEEKS`] queues, those
+    /// whose counters, read without their locks, say they have most slots to spare (with
+    /// `overflow_scan`, to the first other queue in turn that lends it one). `ENOMEM` (blk-mq
+    /// retries later) when no queue tried takes it.
     pub(crate) fn submit(
         &self,
         ns: NsAddr,
@@ -238,10 +279,9 @@ impl QueueSet {
         delivery: Delivery,
     ) -> Result<(), QueueError<NvmeOps>> {
         let Choice { first, count, home } = self.choice(&rq);
+        let tries = self.tries(first, count, home);
         let mut rq = rq;
-        for (qi, queue) in queue_order(home - first, count, self.overflow)
-            .filter_map(|i| Some((first + i, self.queues.get(first + i)?)))
-        {
+        for (qi, queue) in tries.filter_map(|i| Some((first + i, self.queues.get(first + i)?))) {
             let origin = origin(qi, home, queue.slots());
             match queue.submit(ns, rq, origin, delivery, self.cpus(qi)) {
                 Ok(()) => {
@@ -584,6 +624,108 @@ mod tests {
         assert_eq!(borrow_all(15, 8, true), (3, true));
         // An idle lender still keeps its reserve.
         assert_eq!(borrow_all(15, 0, true), (11, true));
+    }
+
+    /// The queues `it` yields, at most 8.
+    fn collect(it: impl Iterator<Item = usize>) -> KVec<usize> {
+        let mut v = KVec::new();
+        for q in it.take(8) {
+            v.push(q, GFP_KERNEL).unwrap();
+        }
+        v
+    }
+
+    #[test]
+    fn spare_is_free_beyond_the_reserve_by_the_counters() {
+        // 15 slots, reserve 4: 10 - 2 = 8 in flight leaves 7 free, 3 to spare.
+        assert_eq!(policy::spare(15, 10, 2), 3);
+        assert_eq!(policy::spare(15, 11, 0), 0);
+        assert_eq!(policy::spare(15, 0, 0), 11);
+        // Counters read apart: completions ahead of submissions read as an idle queue.
+        assert_eq!(policy::spare(15, 5, 7), 11);
+        assert_eq!(policy::spare(1, 0, 0), 0);
+    }
+
+    #[test]
+    fn peeks_are_bounded_distinct_and_never_home() {
+        for seed in 0..64 {
+            let p = collect(policy::peeks(5, 256, seed));
+            assert_eq!(p.len(), policy::PEEKS);
+            for (i, &q) in p.iter().enumerate() {
+                assert!(q < 256 && q != 5);
+                assert!(!p[..i].contains(&q));
+            }
+        }
+        // With at most PEEKS others, every other queue is looked at.
+        let p = collect(policy::peeks(2, 4, 7));
+        assert_eq!(p.len(), 3);
+        assert!(p.contains(&0) && p.contains(&1) && p.contains(&3));
+        assert_eq!(policy::peeks(0, 1, 3).count(), 0);
+    }
+
+    #[test]
+    fn peeks_move_with_the_seed() {
+        let first = collect(policy::peeks(0, 256, 0));
+        assert!((1..16).any(|seed| collect(policy::peeks(0, 256, seed)) != first));
+    }
+
+    #[test]
+    fn lenders_are_the_most_spare_and_at_most_tries() {
+        // 4 queues, home 0: queue 3 spares most, then 1; 2 spares nothing.
+        let spare = |q: usize| [9, 2, 0, 5][q];
+        assert_eq!(&collect(policy::lenders(0, 4, 1, spare))[..], &[3, 1]);
+        // Nothing to spare anywhere: no lock at all.
+        assert_eq!(policy::lenders(0, 4, 1, |_| 0).count(), 0);
+        // Equal spares: at most TRIES, in the order looked at.
+        let all = collect(policy::lenders(0, 256, 9, |_| 3));
+        assert_eq!(all.len(), policy::TRIES);
+        let looked = collect(policy::peeks(0, 256, 9));
+        assert_eq!(&all[..], &looked[..policy::TRIES]);
+        // Spares 0, 1, 1, 3 in the order looked at: the last, then the first of the equals.
+        let looked = collect(policy::peeks(1, 5, 1));
+        let rank = |q: usize| looked.iter().position(|&l| l == q).unwrap();
+        let spare = |q: usize| [0, 1, 1, 3][rank(q)];
+        let got = collect(policy::lenders(1, 5, 1, spare));
+        assert_eq!(&got[..], &[looked[3], looked[1]]);
+    }
+
+    #[test]
+    fn tries_home_first_then_lenders_seeded_after_home() {
+        let seeded = core::cell::Cell::new(false);
+        let spare = |q: usize| usize::from(q == 3);
+        let mut tries = policy::tries(
+            1,
+            4,
+            true,
+            || {
+                seeded.set(true);
+                0
+            },
+            spare,
+        );
+        assert_eq!(tries.next(), Some(1));
+        // The seed is read once the home queue has been tried (and refused).
+        assert!(!seeded.get());
+        assert_eq!(tries.next(), Some(3));
+        assert!(seeded.get());
+        assert_eq!(tries.next(), None);
+        // Without overflow: the home queue only, and no counter is read.
+        let read = core::cell::Cell::new(false);
+        let tries = policy::tries(
+            1,
+            4,
+            false,
+            || {
+                read.set(true);
+                0
+            },
+            |_| {
+                read.set(true);
+                1
+            },
+        );
+        assert_eq!(&collect(tries)[..], &[1]);
+        assert!(!read.get());
     }
 
     #[test]

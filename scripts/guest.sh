@@ -11,9 +11,9 @@ Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS | -
 
 Uses the kernels and guest tools recorded by scripts/prepare.sh (out/env). The guest gets
 an NVDIMM of \$RBLK_PMEM_SIZE (default 256M) backed by \$IMAGES/pmem.img, kept between boots,
-and an NVMe of \$RBLK_NVME_SIZE (default 256M) with 4 I/O queue pairs backed by
-\$IMAGES/nvme.img. Without a command the guest drops to a shell. Exits with the guest
-command's status.
+and an NVMe of \$RBLK_NVME_SIZE (default 256M) with \$RBLK_NVME_QUEUES (default 4) I/O
+queue pairs backed by \$IMAGES/nvme.img. Without a command the guest drops to a shell. Exits
+with the guest command's status.
 
   --builtin   boot the kernel with both drivers built in (KBUILD_BUILTIN)
   --debug     boot the debug kernel (KBUILD_DEBUG: lockdep, KASAN, DMA-API debugging) on q35
@@ -114,7 +114,7 @@ extra=()
     --guest-dir "$GUEST_DIR" --cmd "$CMD" >&2
 args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" --mem 2G
       --pmem-img "$IMAGES/pmem.img" --pmem-size "${RBLK_PMEM_SIZE:-256M}"
-      --nvme-img "$IMAGES/nvme.img" --nvme-size "${RBLK_NVME_SIZE:-256M}" --nvme-queues 4
+      --nvme-img "$IMAGES/nvme.img" --nvme-size "${RBLK_NVME_SIZE:-256M}" --nvme-queues "${RBLK_NVME_QUEUES:-4}"
       --timeout "$TIMEOUT" --init-deadline "$INIT_DEADLINE")
 [[ $DEBUG == 1 ]] && args+=(--iommu)
 [[ $ICOUNT == 1 ]] && args+=(--icount)

@@ -6,12 +6,12 @@ source "$(dirname "$0")/lib.sh"
 
 DEFAULT_CPU=max,-erms,-fsrm # TCG runs `rep movsb` byte by byte: without ERMS copy_mc uses memcpy, without FSRM (QEMU 10's max has it) memcpy is no rep movsb
 DEFAULT_LATENCY_NS=100000000 # null-aio command latency of the overflow part (see docs/benchmarks.md)
-PARTS_ALL=(pmem nvme nvme2 nvme_raw overflow poll)
+PARTS_ALL=(pmem nvme nvme2 nvme_raw overflow poll overflow_model)
 
 usage() {
     cat <<USAGE
-Usage: $0 [--part pmem|nvme|nvme2|nvme_raw|overflow|poll|all]... [--mode icount|wall] [--rounds N] [--runtime S]
-          [--latency-ns NS] [--cpu MODEL] [--results DIR] [--no-prepare]
+Usage: $0 [--part pmem|nvme|nvme2|nvme_raw|overflow|poll|overflow_model|all]... [--mode icount|wall] [--rounds N]
+          [--runtime S] [--latency-ns NS] [--cpu MODEL] [--results DIR] [--no-prepare]
           [--profile HZ] [--help]
 
 Parts (each is one guest boot; its configurations alternate in every round, and every ratio
@@ -33,6 +33,8 @@ is computed within a round, then reported as the median [min-max] over the round
             readers, (b) one deep reader + shallow ones, (c) nr_io_queues=2; always wall clock.
   poll      rust_nvme_mq poll_queues=1, 2 vCPUs: one io_uring 4k randread job at iodepth 1 on
             CPU 0, interrupt-driven vs polled (--hipri): IOPS and mean latency ratios.
+  overflow_model  no guest: the host model of the overflow policy at 16-256 queues
+            (tools/overflow-model/bench.sh, docs/overflow-model.md): overflow_model_* keys.
 
   --mode icount  (default) QEMU -icount shift=0,sleep=off for pmem, nvme and poll: guest time counts
                  guest instructions (1 ns each, all vCPUs in turn), so IOPS and instructions per
@@ -104,6 +106,10 @@ fi
 
 start_all=$(date +%s)
 for part in "${PARTS[@]}"; do
+    if [[ $part == overflow_model ]]; then # no guest
+        "$TOP/tools/overflow-model/bench.sh" --results "$RESULTS" || die "the overflow model failed"
+        continue
+    fi
     gargs=() mode=$MODE ramp=1 configs="" jobs=""
     case $part in
         pmem) smp=2; rounds=${ROUNDS:-3}; runtime=${RUNTIME:-2}

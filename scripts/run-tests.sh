@@ -121,6 +121,7 @@ fi
 host host_deps "$TOP/tests/host/host-deps.sh"
 host cli "$TOP/tests/host/cli.sh"
 host cold_path "$TOP/tests/host/cold-path.sh"
+host overflow_model "$TOP/tests/host/overflow-model.sh"
 
 prepare_args=()
 [[ $DEBUG == 0 ]] || prepare_args=(--debug)
