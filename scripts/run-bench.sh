@@ -48,6 +48,9 @@ is computed within a round, then reported as the median [min-max] over the round
   --results DIR  where bench.json, the charts and the logs go (default results/)
   --no-prepare   use out/env (\$RBLK_OUT/env) as it is: no rebuild of kernel or modules
   --jobs N       fio jobs of the nvme parts (default 16)
+  --base-ko FILE  a rust_nvme_mq.ko built from another commit (against the same kernel), loaded
+                 by the nvme parts' base_* configurations (e.g. --configs "base_none rust_none"):
+                 the same load on the driver before and after a change, in one boot
   --configs "A B"  run only these configurations of the part (names as in its guest script)
   --profile HZ   profile instead of measuring (pmem and nvme* parts, icount): every fio run under
                  perf record -a -e cpu-clock -F HZ in the guest (Debian's perf copied into the
@@ -61,7 +64,7 @@ USAGE
 }
 
 MODE=icount ROUNDS="" RUNTIME="" LATENCY_NS=$DEFAULT_LATENCY_NS CPU=${RBLK_CPU:-$DEFAULT_CPU}
-PREPARE=1 PARTS=() RESULTS="" PROFILE_HZ="" CONFIGS_ARG="" JOBS_ARG=""
+PREPARE=1 PARTS=() RESULTS="" PROFILE_HZ="" CONFIGS_ARG="" JOBS_ARG="" BASE_KO=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --part) need_arg "$@"
@@ -77,6 +80,7 @@ while [[ $# -gt 0 ]]; do
         --cpu) need_arg "$@"; CPU=$2; shift ;;
         --results) need_arg "$@"; RESULTS=$2; shift ;;
         --no-prepare) PREPARE=0 ;;
+        --base-ko) need_arg "$@"; [[ -f $2 ]] || die "--base-ko: no file $2"; BASE_KO=$(readlink -f "$2"); shift ;;
         --jobs) need_arg "$@"; [[ $2 =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive integer"
             JOBS_ARG=$2; shift ;;
         --configs) need_arg "$@"; [[ $2 =~ ^[a-z0-9_\ ]+$ ]] || die "--configs takes configuration names, not '$2'"
@@ -104,6 +108,12 @@ else
     [[ -f "$OUT/env" ]] || die "--no-prepare but $OUT/env does not exist: run scripts/prepare.sh first"
 fi
 
+if [[ -n $BASE_KO ]]; then
+    # shellcheck source=/dev/null
+    source "$OUT/env"
+    cp "$BASE_KO" "$OUT/modules-$(basename "$KBUILD")/rust_nvme_mq_base.ko" ||
+        die "cannot put $BASE_KO beside the modules in $OUT/modules-$(basename "$KBUILD")"
+fi
 start_all=$(date +%s)
 for part in "${PARTS[@]}"; do
     if [[ $part == overflow_model ]]; then # no guest

@@ -9,7 +9,9 @@
 #
 # Usage: bench-nvme.sh [ROUNDS] [RUNTIME_S] [JOBS]
 # Configurations: $CONFIGS (default: every one below), each DRIVER_VARIANT:
-#   DRIVER   rust (rust_nvme_mq, /dev/rnvme0n1) or c (nvme, /dev/nvme0n1)
+#   DRIVER   rust (rust_nvme_mq, /dev/rnvme0n1), c (nvme, /dev/nvme0n1) or base (rust_nvme_mq
+#            from $MODDIR/rust_nvme_mq_base.ko: a build of another commit, for before/after
+#            in one boot; scripts/run-bench.sh --base-ko puts it there)
 #   VARIANT  none        block path, io_uring, scheduler none
 #            deadline    block path, io_uring, scheduler mq-deadline
 #            none_b8     block path, scheduler none, fio submitting and reaping 8 at a time
@@ -32,8 +34,8 @@ JOBS=${3:-$((NCPU > 4 ? NCPU : 4))}
 IODEPTH=16
 CONFIGS=${CONFIGS:-"rust_none c_none rust_deadline c_deadline rust_pt c_pt rust_none_b8 c_none_b8"}
 
-disk_of() { case $1 in rust_*) echo rnvme0n1 ;; c_*) echo nvme0n1 ;; esac; }
-ctrl_of() { case $1 in rust_*) echo /dev/rnvme0 ;; c_*) echo /dev/nvme0 ;; esac; }
+disk_of() { case $1 in rust_*|base_*) echo rnvme0n1 ;; c_*) echo nvme0n1 ;; esac; }
+ctrl_of() { case $1 in rust_*|base_*) echo /dev/rnvme0 ;; c_*) echo /dev/nvme0 ;; esac; }
 sched_of() { case $1 in *_deadline) echo mq-deadline ;; *) echo none ;; esac; }
 
 attach() { # CONFIG -> prints the device fio uses
@@ -41,19 +43,20 @@ attach() { # CONFIG -> prints the device fio uses
     disk=$(disk_of "$1")
     case $1 in
         rust_*) insmod "$MODDIR/rust_nvme_mq.ko" ;;
+        base_*) insmod "$MODDIR/rust_nvme_mq_base.ko" ;;
         c_*) modprobe nvme ;;
     esac
     wait_dev "/dev/$disk"
     set_sched "$disk" "$(sched_of "$1")"
     case $1 in
-        rust_pt) wait_chr /dev/rng0n1; echo /dev/rng0n1 ;;
+        rust_pt|base_pt) wait_chr /dev/rng0n1; echo /dev/rng0n1 ;;
         c_pt) wait_chr /dev/ng0n1; echo /dev/ng0n1 ;;
         *) echo "/dev/$disk" ;;
     esac
 }
 detach() {
     case $1 in
-        rust_*) unload_module rust_nvme_mq ;;
+        rust_*|base_*) unload_module rust_nvme_mq ;;
         c_*) unload_module nvme ;;
     esac
 }
@@ -74,7 +77,7 @@ setup_info() {
     [[ -n $oacs ]] || { echo "bench: no OACS from nvme id-ctrl $(ctrl_of "$1")" >&2; return 1; }
     offered=$(((oacs >> 8) & 1))
     used=0
-    [[ $1 == rust_* ]] || used=$offered
+    [[ $1 == rust_* || $1 == base_* ]] || used=$offered
     echo "INFO $1 $2 setup sched=$(sed 's/.*\[\(.*\)\].*/\1/' $q/scheduler)" \
         "hwq=$(ls -d /sys/block/$disk/mq/*/ | wc -l) iostats=$(cat $q/iostats)" \
         "nomerges=$(cat $q/nomerges) dbbuf_offered=$offered dbbuf_used=$used" \
