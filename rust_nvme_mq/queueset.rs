@@ -279,31 +279,62 @@ impl QueueSet {
         delivery: Delivery,
     ) -> Result<(), QueueError<NvmeOps>> {
         let Choice { first, count, home } = self.choice(&rq);
-        let tries = self.tries(first, count, home);
-        let mut rq = rq;
-        for (qi, queue) in tries.filter_map(|i| Some((first + i, self.queues.get(first + i)?))) {
-            let origin = origin(qi, home, queue.slots());
-            match queue.submit(ns, rq, origin, delivery, self.cpus(qi)) {
-                Ok(()) => {
-                    if let Some(home_queue) = self.queues.get(home).filter(|_| qi != home) {
-                        home_queue.stats.overflow_out.add(1, Relaxed);
-                        queue.stats.overflow_in.add(1, Relaxed);
-                    }
-                    return Ok(());
-                }
-                Err(SubmitError::Full(back)) => rq = back,
-                Err(SubmitError::Offline(back)) => {
-                    rq = back;
-                    // Commands submitted just before the vector went down complete without
-                    // an interrupt: reap them here (and in `timeout`).
-                    queue.process_completions();
-                }
-                Err(SubmitError::Failed(back, e)) => return Err(QueueError::new(back, e)),
+        // The home queue first, without building the search: the common case, on the hot path.
+        let mut rq = match self.try_queue(ns, rq, home, home, delivery) {
+            Ok(outcome) => return outcome,
+            Err(back) => back,
+        };
+        if self.overflow {
+            // `tries` yields the home queue first: tried above.
+            for qi in self.tries(first, count, home).skip(1) {
+                rq = match self.try_queue(ns, rq, first + qi, home, delivery) {
+                    Ok(outcome) => return outcome,
+                    Err(back) => back,
+                };
             }
         }
         // Every queue we may use is full or keeps its reserve: BLK_STS_RESOURCE, blk-mq
         // retries later.
         Err(QueueError::new(rq, ENOMEM))
+    }
+
+    /// Try queue `qi` for `rq`, a request of home queue `home`: `Ok` with the outcome if the
+    /// queue took the request or failed it, `Err` with the request if it refused (full, keeps
+    /// its reserve, or its vector has no online CPU).
+    fn try_queue(
+        &self,
+        ns: NsAddr,
+        rq: ARef<Request<NvmeOps>>,
+        qi: usize,
+        home: usize,
+        delivery: Delivery,
+    ) -> Result<Result<(), QueueError<NvmeOps>>, ARef<Request<NvmeOps>>> {
+        let Some(queue) = self.queues.get(qi) else {
+            return Err(rq);
+        };
+        match queue.submit(
+            ns,
+            rq,
+            origin(qi, home, queue.slots()),
+            delivery,
+            self.cpus(qi),
+        ) {
+            Ok(()) => {
+                if let Some(home_queue) = self.queues.get(home).filter(|_| qi != home) {
+                    home_queue.stats.overflow_out.add(1, Relaxed);
+                    queue.stats.overflow_in.add(1, Relaxed);
+                }
+                Ok(Ok(()))
+            }
+            Err(SubmitError::Full(back)) => Err(back),
+            Err(SubmitError::Offline(back)) => {
+                // Commands submitted just before the vector went down complete without an
+                // interrupt: reap them here (and in `timeout`).
+                queue.process_completions();
+                Err(back)
+            }
+            Err(SubmitError::Failed(back, e)) => Ok(Err(QueueError::new(back, e))),
+        }
     }
 
     /// Reap the poll queue of poll context `hw_queue` and, with `overflow`, the other poll
