@@ -44,7 +44,7 @@ fsdax_disk() {
 expect_dax_disk() {
     [[ $1 == rpmem* ]] || fail "the fsdax namespace's disk is '$1', not rust_pmem's"
     wait_dev /dev/$1
-    dmesg | grep -qE "$1: .*dax=true" || fail "rust_pmem did not report a DAX device for $1"
+    klog | grep -qE "$1: .*dax=true" || fail "rust_pmem did not report a DAX device for $1"
     expect_eq "queue/dax of $1" "$(cat /sys/block/$1/queue/dax)" 1
 }
 

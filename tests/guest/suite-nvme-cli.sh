@@ -238,13 +238,13 @@ test_nvme_cli_bad_input_like_c() {
 }
 
 test_nvme_cli_reset_then_io() {
-    dmesg -c >/dev/null
+    klog_mark
     load_nvme
     dd if=/dev/urandom of=/tmp/pattern bs=1M count=4 status=none
     dd if=/tmp/pattern of=$DEV bs=1M oflag=direct status=none
     nvme reset $CDEV || fail "nvme reset $CDEV failed"
-    dmesg | grep -E "rnvme0: (resetting controller|controller reset)"
-    dmesg | grep -q "rnvme0: controller reset done" || fail "no reset done message"
+    klog | grep -E "rnvme0: (resetting controller|controller reset)"
+    klog | grep -q "rnvme0: controller reset done" || fail "no reset done message"
     cmp <(dd if=$DEV bs=1M count=4 iflag=direct status=none) /tmp/pattern || fail "data changed across the reset"
     dd if=/tmp/pattern of=$DEV bs=1M seek=8 oflag=direct status=none
     cmp <(dd if=$DEV bs=1M skip=8 count=4 iflag=direct status=none) /tmp/pattern || fail "I/O after the reset"
@@ -306,7 +306,7 @@ hung_admin_lost() {
 # EINTR (as the C driver's, which resets the controller); this driver resets the controller too,
 # and the controller then serves I/O and admin commands.
 test_nvme_cli_admin_timeout() {
-    dmesg -c >/dev/null
+    klog_mark
     load_nvme admin_timeout=30
     local start ms rc=0
     start=$(now_ms)
@@ -319,10 +319,10 @@ test_nvme_cli_admin_timeout() {
     [[ $(grep -c "Interrupted system call" "$C_DIR/aer.out") == 1 ]] \
         || fail "the C driver's answer differs: $(cat "$C_DIR/aer.out")"
     ((ms >= 2000 && ms < 10000)) || fail "returned after $ms ms, want the caller's 2000 ms"
-    dmesg | grep -E "rnvme0: (admin command|controller reset)"
-    dmesg | grep -q "rnvme0: admin command 0x0c timed out after 2000 ms: resetting the controller" \
+    klog | grep -E "rnvme0: (admin command|controller reset)"
+    klog | grep -q "rnvme0: admin command 0x0c timed out after 2000 ms: resetting the controller" \
         || fail "no timeout message"
-    dmesg | grep -q "rnvme0: controller reset done" || fail "no reset"
+    klog | grep -q "rnvme0: controller reset done" || fail "no reset"
     nvme id-ctrl $CDEV | grep -q rblk0001 || fail "admin command after the reset"
     fio_verify $DEV --size=8m
     unload_nvme
@@ -332,7 +332,7 @@ test_nvme_cli_admin_timeout() {
 # for it: a rescan (Identify) returns at once, and an I/O command that times out (io_timeout=1)
 # gets its Abort after 1 s and its reset after 2 s, which loses the hung command (EINTR then).
 test_nvme_cli_admin_hung_no_block() {
-    dmesg -c >/dev/null
+    klog_mark
     load_nvme io_timeout=1 admin_timeout=30
     local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 start ms pid
     head -c 4096 /dev/urandom >/tmp/known
@@ -353,8 +353,8 @@ test_nvme_cli_admin_hung_no_block() {
     echo "lost read done (abort, reset) $ms ms after the hung command started"
     cmp /tmp/lost /tmp/known || fail "the lost read returned wrong data"
     ((ms < 12000)) || fail "the abort and reset waited $ms ms for the hung command"
-    dmesg | grep -E "rnvme0: (command .* timed out|controller reset done)"
-    dmesg | grep -q "timed out, aborting" || fail "no abort"
+    klog | grep -E "rnvme0: (command .* timed out|controller reset done)"
+    klog | grep -q "timed out, aborting" || fail "no abort"
     hung_admin_lost $pid "$start" 15000 "in the reset"
     fio_verify $DEV --size=8m
     unload_nvme
@@ -363,7 +363,7 @@ test_nvme_cli_admin_hung_no_block() {
 # Unbinding the controller while a user's admin command hangs: the unbind does not wait for its
 # timeout (the controller is shut down at once), the command fails with EINTR.
 test_nvme_cli_admin_hung_unbind() {
-    dmesg -c >/dev/null
+    klog_mark
     load_nvme admin_timeout=30
     local bdf start ms pid
     bdf=$(rust_bdf)
@@ -397,13 +397,13 @@ test_nvme_cli_format_block_size() {
     expect_eq "block size before" "$(lbs)" 512
     local sectors
     sectors=$(cat /sys/block/rnvme0n1/size)
-    dmesg -c >/dev/null
+    klog_mark
     format_raw $CDEV 4 || fail "Format NVM to LBA format 4 failed"
     expect_eq "LBA format in use" "$(lbaf_in_use)" 4
     expect_eq "block size after Format NVM to 4096-byte blocks" "$(lbs)" 4096
     expect_eq "physical block size" "$(cat /sys/block/rnvme0n1/queue/physical_block_size)" 4096
     expect_eq "capacity (sectors)" "$(cat /sys/block/rnvme0n1/size)" "$sectors"
-    dmesg | grep -q "rnvme0n1: new format: [0-9]* blocks of 4096 bytes" || fail "no message about the new format"
+    klog | grep -q "rnvme0n1: new format: [0-9]* blocks of 4096 bytes" || fail "no message about the new format"
     if dd if=/dev/zero of=$DEV bs=512 count=1 oflag=direct status=none 2>/dev/null; then
         fail "a 512-byte direct write went through on a 4096-byte-block disk"
     fi
@@ -417,11 +417,11 @@ test_nvme_cli_format_block_size() {
 
 test_nvme_cli_format_unusable_removes_disk() {
     load_nvme
-    dmesg -c >/dev/null
+    klog_mark
     # Metadata per block: the driver does not serve that format; the disk goes.
     format_raw $CDEV 1 || fail "Format NVM to LBA format 1 failed"
     wait_gone $DEV
-    dmesg | grep -q "rnvme0n1: namespace not usable, removing its disk" || fail "no removal message"
+    klog | grep -q "rnvme0n1: namespace not usable, removing its disk" || fail "no removal message"
     format_raw $CDEV 0 || fail "Format NVM back to LBA format 0 failed"
     nvme ns-rescan $CDEV
     wait_dev $DEV

@@ -75,7 +75,7 @@ test_nvme_io_c_reference() {
 test_nvme_io_rust_answers() {
     load_nvme poll_queues=1
     wait_chr $GEN
-    dmesg -c >/dev/null
+    klog_mark
     collect "$R_DIR" $CDEV $DEV $GEN
     cat "$R_DIR"/*.txt
     unload_nvme
