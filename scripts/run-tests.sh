@@ -209,7 +209,9 @@ suite_plan() {
 }
 
 # console_tail LOG: the console's last lines, quoted.
-console_tail() { tr -d '\r' <"$1" | tail -n 15 | sed 's/^/    | /'; }
+console_tail() { tr -d '\r' <"$1" | tail -n 8 | sed 's/^/    | /'; }
+# crash_reports LOG: the kernel reports on the console after /init started.
+crash_reports() { tr -d '\r' <"$1" | sed -n '/rblk-init: started/,$p' | grep -aE "$CRASH_REPORTS" || true; }
 
 # boot NAME [guest.sh options] -- CMD: run one guest session and collect its PASS/FAIL lines,
 # each prefixed with $PREFIX. Every test of the suite's plan must report (see the usage).
@@ -276,7 +278,9 @@ boot() {
         if [[ $rc == 0 ]]; then
             echo "    | no PASS/FAIL line for this test on the console of boot $name (the suite skipped it, or console output split the line)"
         elif [[ $first_missing == 1 ]]; then
-            echo "    | no PASS/FAIL line: boot $name ended (exit $rc) during this test; the console ends:"
+            echo "    | no PASS/FAIL line: boot $name ended (exit $rc) during this test"
+            crash_reports "$LOGS/$name.log" | head -n 8 | sed 's/^/    | kernel: /'
+            echo "    | the console ends:"
             console_tail "$LOGS/$name.log"
             tail_shown=1
         else
@@ -293,7 +297,7 @@ boot() {
     # Every test reported, yet the boot ended badly: a kernel crash after the tests (at
     # power-off, for instance) is the drivers'; anything else the harness's.
     local reports
-    reports=$(tr -d '\r' <"$LOGS/$name.log" | sed -n '/rblk-init: started/,$p' | grep -aE "$CRASH_REPORTS" || true)
+    reports=$(crash_reports "$LOGS/$name.log")
     if [[ -n $reports ]]; then
         result FAIL "${name}_kernel_crash_after_tests"
         head -n 10 <<<"$reports" | sed 's/^/    | /'
