@@ -192,12 +192,24 @@ wait_klog() {
     done
     fail "no kernel message matching '$1' within ${2:-10} s"
 }
-# wait_in_ioctl PID: wait until process PID, or a child of it, sleeps in the ioctl system call
-# (number 16 on x86-64, the first field of /proc/PID/syscall): its command is with the driver.
+# children_of PID: the processes whose parent is PID (the guest has no pgrep).
+children_of() {
+    local p stat rest
+    for p in /proc/[0-9]*; do
+        { read -r stat <"$p/stat"; } 2>/dev/null || continue
+        rest=${stat##*) }  # after the command name: state, ppid, ...
+        rest=${rest#* }
+        [[ ${rest%% *} == "$1" ]] && echo "${p#/proc/}"
+    done
+    return 0
+}
+# wait_in_ioctl PID: wait until process PID, a child or a grandchild of it sleeps in the ioctl
+# system call (16 on x86-64, the first field of /proc/PID/syscall): its command is with the
+# driver.
 wait_in_ioctl() {
-    local i p
+    local i p c
     for i in $(seq 100); do
-        for p in "$1" $(pgrep -P "$1"); do
+        for p in "$1" $(for c in $(children_of "$1"); do echo "$c"; children_of "$c"; done); do
             [[ $(cut -d' ' -f1 "/proc/$p/syscall" 2>/dev/null) == 16 ]] && return 0
         done
         sleep 0.1

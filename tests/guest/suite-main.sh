@@ -185,8 +185,9 @@ NS=namespace0.0
 test_pmem_namespace_kept_by_nd_pmem() {
     modprobe nd_pmem
     wait_dev /dev/pmem0
+    # insmod returns after the driver core offered rust_pmem every namespace of the nd bus
+    # (driver_register probes synchronously: the nd bus asks for no asynchronous probing).
     insmod $MODDIR/rust_pmem.ko
-    sleep 0.5
     [[ ! -e /dev/rpmem0 ]] || fail "rust_pmem took the namespace nd_pmem drives"
     expect_eq "driver of $NS" "$(driver_of $NS)" nd_pmem
     if echo $NS 2>/dev/null >$ND/drivers/rust_pmem/bind; then

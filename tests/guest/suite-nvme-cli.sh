@@ -98,6 +98,7 @@ test_nvme_cli_id_ns_equal() {
     echo "$fields fields equal"
     cat "$R_DIR/ns-id.txt"
     grep -q "namespace-id:1$" "$R_DIR/ns-id.txt" || fail "get-ns-id on $DEV: $(cat "$R_DIR/ns-id.txt")"
+    [[ -s $R_DIR/ns-id.txt && -s $C_DIR/ns-id.txt ]] || fail "missing get-ns-id output"
     expect_eq "get-ns-id like the C driver" "$(sed 's/^r//' "$R_DIR/ns-id.txt")" "$(cat "$C_DIR/ns-id.txt")"
 }
 
@@ -187,8 +188,10 @@ test_nvme_cli_get_feature_7() {
     diff "$C_DIR/feature7.txt" "$R_DIR/feature7.txt" || fail "get-feature -f 7 differs"
 }
 
-# line FILE CASE: the output line of nvme_passthru case CASE.
-line() { grep "^$2 " "$1" || echo "$2 missing"; }
+# line FILE CASE: the output line of case CASE in FILE. A missing line reads "CASE missing from
+# FILE", which names the file: so the like-C comparisons (the same case's line in our driver's
+# file and in the C driver's) fail when either side lacks it, even both.
+line() { grep "^$2 " "$1" || echo "$2 missing from $1"; }
 
 test_nvme_cli_bad_input() {
     cat "$R_DIR/passthru.txt"
@@ -340,10 +343,12 @@ test_nvme_cli_admin_hung_no_block() {
     start=$(now_ms)
     hung_admin $CDEV 20000 >/tmp/aer.out 2>&1 &
     pid=$!
-    sleep 0.5
+    wait_in_ioctl $pid
+    local rescan
+    rescan=$(now_ms)
     nvme ns-rescan $CDEV || fail "rescan with a hung admin command outstanding"
-    ms=$(ms_since "$start")
-    echo "rescan done $ms ms after the hung command started"
+    ms=$(ms_since "$rescan")
+    echo "rescan done in $ms ms with the hung command outstanding"
     ((ms < 5000)) || fail "the rescan waited $ms ms for the hung command"
     kill -0 $pid 2>/dev/null || fail "the hung command ended early: $(cat /tmp/aer.out)"
     echo 1 >$k/lose_commands
@@ -370,7 +375,7 @@ test_nvme_cli_admin_hung_unbind() {
     start=$(now_ms)
     hung_admin $CDEV 20000 >/tmp/aer.out 2>&1 &
     pid=$!
-    sleep 0.5
+    wait_in_ioctl $pid
     echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/unbind
     ms=$(ms_since "$start")
     echo "unbind done $ms ms after the hung command started"
@@ -446,7 +451,9 @@ test_nvme_cli_format_unusable_removes_disk() {
 test_nvme_cli_format_under_io() {
     load_nvme
     # Another process reads and writes 4 KiB blocks all along; the format waits for its
-    # requests in flight and holds the next ones back until the disk has the new format.
+    # requests in flight and holds the next ones back until the disk has the new format. (Its
+    # data is not verified: the format erases what it wrote before; fio_verify below checks
+    # the data path after the format.)
     fio --name=bg --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=8 --rw=randrw \
         --bs=4k --size=64m --time_based --runtime=8 --output-format=terse >/tmp/bg.out 2>&1 &
     local bg=$!
@@ -461,7 +468,7 @@ test_nvme_cli_format_under_io() {
     unload_nvme
 }
 
-test_nvme_cli_format_like_c() {
+test_nvme_cli_format_c_reference() {
     # The C driver on the same controller: the reference for the block size after a format.
     modprobe nvme
     wait_dev /dev/nvme0n1
@@ -495,7 +502,7 @@ t nvme_cli_open_across_unbind
 t nvme_cli_admin_timeout
 t nvme_cli_admin_hung_no_block
 t nvme_cli_admin_hung_unbind
-t nvme_cli_format_like_c
+t nvme_cli_format_c_reference
 t nvme_cli_format_block_size
 t nvme_cli_format_unusable_removes_disk
 t nvme_cli_format_under_io

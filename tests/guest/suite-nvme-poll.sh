@@ -53,7 +53,7 @@ polled_job_on_poll_queues() {
     expect_eq "commands on interrupt-driven queues during the polled job" "$(($(kind_sum 0 submitted) - irq_sub_before))" 0
     expect_eq "commands reaped by polling" "$polled" "$sub"
     expect_eq "I/O vector interrupts during the polled job" "$irq_after" "$irq_before"
-    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    all_completed
 }
 
 test_io_poll_attribute() {
@@ -104,7 +104,7 @@ test_pvsync2_hipri_verify() {
     cat "$STATS"
     expect_eq "pvsync2 --hipri commands on poll queues" "$(($(kind_sum 1 submitted) - poll_before))" 0
     [[ $(($(kind_sum 0 submitted) - irq_before)) -ge 16384 ]] || fail "pvsync2 --hipri did not run on the interrupt-driven queues"
-    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    all_completed
     unload_nvme
 }
 
@@ -152,17 +152,21 @@ test_poll_queue_reset() {
     klog_mark
     load_nvme poll_queues=$NPOLL io_timeout=1
     local k=/sys/kernel/debug/rust_nvme_mq/rnvme0
+    # Each job reads back and verifies every 256 blocks it writes: a requeued request that was
+    # dropped or answered with other data fails the verify.
     fio --name=load --filename=$DEV --direct=1 --ioengine=io_uring --hipri --iodepth=16 \
-        --rw=randrw --bs=4k --size=32m --numjobs=2 --offset_increment=32m --time_based \
-        --runtime=5 >/tmp/fio.out 2>&1 &
+        --rw=randwrite --bs=4k --size=32m --numjobs=2 --offset_increment=32m --time_based \
+        --runtime=5 --verify=crc32c --verify_fatal=1 --verify_backlog=256 --output-format=terse \
+        >/tmp/fio.out 2>&1 &
     local pid=$!
     wait_io rnvme0n1
     echo 1 >$k/lose_commands
     wait $pid || { cat /tmp/fio.out; fail "polled fio saw errors across the reset"; }
+    fio_verified /tmp/fio.out $((2 * (256 + 16) * 4))  # per job: a backlog batch and the queue depth
     klog | grep -E "timed out, aborting|resetting the controller|reset done" || true
     klog | grep -q "controller reset done" || fail "no controller reset"
     cat "$STATS"
-    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    all_completed
     # After the reset, polled I/O still runs without interrupts.
     polled_job_on_poll_queues --ioengine=io_uring --iodepth=16 --numjobs=2 --offset_increment=16m
     unload_nvme

@@ -185,10 +185,10 @@ fault_during_fio() {
     klog_mark
     load_nvme io_timeout=2 admin_timeout=2
     fio_bg "$name"
-    sleep 2
+    wait_io rnvme0n1
     pci_bit_clear "$bit"
     if [[ $how == then_on ]]; then
-        sleep 1
+        sleep 1  # how long the fault lasts (not a wait for anything)
         pci_bit_set "$bit"
     fi
     wait_exit $FIO_PID 300 || fail "fio did not finish"
@@ -227,7 +227,7 @@ test_nvme_reset_suspend_resume() {
     expect_eq "controller resets after resume" "$(klog | grep -c 'rnvme0: controller reset done')" $n
     ! klog | grep -iE "I/O error|rnvme0:.*(fail|timed out)" || fail "errors in the kernel log"
     cat "$STATS"
-    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    all_completed
     expect_eq "in flight in the block layer" "$(awk '{ print $1 + $2 }' /sys/block/rnvme0n1/inflight)" 0
     unload_nvme
 }
@@ -236,7 +236,7 @@ test_nvme_reset_suspend_resume() {
 test_nvme_reset_bus_master_off_then_on() {
     fault_during_fio busmaster $PCI_MASTER then_on
     cat "$STATS"
-    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    all_completed
     unload_nvme
 }
 
