@@ -231,7 +231,7 @@ test_nvme_rmmod_under_load_refused() {
     # Each job writes its own 64 MiB and reads back every 256 blocks it wrote (verified).
     fio --name=load --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 --rw=randwrite \
         --bs=4k --size=64m --numjobs=2 --offset_increment=64m --time_based --runtime=6 \
-        --verify=crc32c --verify_fatal=1 --verify_backlog=256 --output-format=terse >/tmp/fio.out 2>&1 &
+        --verify=crc32c --verify_fatal=1 --verify_backlog=256 --randrepeat=0 --output-format=terse >/tmp/fio.out 2>&1 &
     local pid=$!
     # Until I/O runs (fio can take seconds to start on a busy host): fio has the disk open.
     wait_io rnvme0n1
@@ -317,7 +317,7 @@ test_nvme_timeout_abort_reset() {
     # (Size-based: fio verifies the last batch too, at the end.)
     fio --name=load --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 --rw=randwrite \
         --bs=4k --size=32m --numjobs=2 --offset_increment=64m \
-        --verify=crc32c --verify_fatal=1 --verify_backlog=256 --output-format=terse >/tmp/fio.out 2>&1 &
+        --verify=crc32c --verify_fatal=1 --verify_backlog=256 --randrepeat=0 --output-format=terse >/tmp/fio.out 2>&1 &
     local pid=$!
     wait_io rnvme0n1
     echo 2 >$k/lose_commands
