@@ -52,7 +52,9 @@ The breakdown counts each test by its name (a debug_ prefix aside):
             nvme_cli, debug_nvme, ... as in out/logs/NAME.log), host tests by theirs (cli,
             lint, host_deps, cold_path, boot_deadline). The host setup is skipped,
             scripts/prepare.sh runs (with --no-builtin unless "builtin" is named); the host
-            checks that read a boot's log run with it. E.g. --only main,nvme_cli
+            checks that read a boot's log run with it. E.g. --only main,nvme_cli. A "check"
+            boot needs its "write" boot in the same run (persist_write,persist_check: the
+            data's seed is the run's)
 USAGE
 }
 DEBUG=0
