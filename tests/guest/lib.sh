@@ -13,24 +13,55 @@ t() { run_test "$1" "test_$1"; }
 # /init started (kernel_clean, below). NAME is the suite's own (the host counts tests by name).
 t_kernel_clean() { run_test "$1" kernel_clean; }
 
-# run_test NAME FUNCTION: what t and t_kernel_clean do.
+# run_test NAME FUNCTION: what t and t_kernel_clean do. The test's start is marked in the kernel
+# log ("rblk-test-start NAME N"); a kernel report (BAD_KMSG) logged between that mark and the
+# test's end fails the test, whatever the function returned.
+RBLK_TEST_N=0
 run_test() {
-    local name=$1 func=$2 rc
+    local name=$1 func=$2 rc start reports out=/tmp/test.$BASHPID.out
     [[ -z ${RBLK_ONLY:-} || " $RBLK_ONLY " == *" $name "* ]] || return 0
     if ! declare -F "$func" >/dev/null; then
         echo "FAIL $name"
         echo "    | no function $func: define it in the suite, or fix the name after t"
         return 0
     fi
+    RBLK_TEST_N=$((RBLK_TEST_N + 1))
+    start="rblk-test-start $name $RBLK_TEST_N"
+    echo "$start" >/dev/kmsg
     # Not in a conditional context, so that `set -e` really applies inside the test.
-    ( set -euo pipefail; "$func" ) >/tmp/test.out 2>&1
+    ( set -euo pipefail; "$func" ) >"$out" 2>&1
     rc=$?
+    reports=$(klog_since "$start" | grep -aE "$BAD_KMSG" | selftest_filter || true)
+    if [[ -n $reports ]]; then
+        printf 'the kernel reported a problem during this test:\n%s\n' "$(head -n 20 <<<"$reports")" >>"$out"
+        rc=1
+    fi
     if [[ $rc == 0 ]]; then
         echo "PASS $name"
     else
         echo "FAIL $name"
-        tail -n 25 /tmp/test.out | sed 's/^/    | /'
+        tail -n 25 "$out" | sed 's/^/    | /'
     fi
+}
+
+# The harness's own check that run_test fails a test during which the kernel logged a report,
+# and only that test: a report written into the kernel log by the test itself, tagged
+# RBLK-SELFTEST. Such lines are left out of every other check (selftest_filter; the host's
+# check of the debug boots' console leaves out RBLK lines), so the report fails the inner test
+# alone.
+selftest_filter() { if [[ -n ${RBLK_SELFTEST_INNER:-} ]]; then cat; else grep -av RBLK-SELFTEST; fi; }
+test_harness_kernel_report_fails_its_test() {
+    local out
+    selftest_warn() { echo "WARNING: CPU: 0 PID: $$ at RBLK-SELFTEST: a report written by the harness's self-test" >/dev/kmsg; }
+    selftest_quiet() { :; }
+    out=$(RBLK_ONLY= RBLK_SELFTEST_INNER=1 run_test harness_selftest_inner selftest_warn)
+    echo "$out"
+    grep -qx 'FAIL harness_selftest_inner' <<<"$out" || fail "a test during which the kernel logged a WARNING passed"
+    grep -q 'the kernel reported a problem during this test' <<<"$out" || fail "the failure does not say why"
+    grep -q 'WARNING: CPU: 0 PID' <<<"$out" || fail "the failure does not show the kernel's report"
+    out=$(RBLK_ONLY= RBLK_SELFTEST_INNER=1 run_test harness_selftest_inner selftest_quiet)
+    echo "$out"
+    grep -qx 'PASS harness_selftest_inner' <<<"$out" || fail "the next test failed too: the report was not attributed to its own test"
 }
 
 # suite_help "$@": right after sourcing this file, a suite's --help: how to run it and its
@@ -143,9 +174,64 @@ fio_verified() {
     [[ $r -le $w && $r -ge $((w - ${2:-0})) ]] || fail "fio verified $r KiB of the $w KiB it wrote"
 }
 
-# Kernel messages that mean a test broke the kernel (checked by t_kernel_clean, and by tests
-# that call kernel_clean themselves).
-BAD_KMSG='BUG:|WARNING:|Oops|Call Trace|sleeping function called from invalid context|blocked for more than|Kernel panic'
+# The kernel log is never cleared (`dmesg -c` would hide a warning from the checks): a test that
+# looks for its own messages marks the log first (klog_mark) and reads what came after (klog).
+# klog_mark: mark the current end of the kernel log ("rblk-mark N").
+klog_mark() {
+    local n
+    n=$(($(cat /tmp/klog.mark 2>/dev/null || echo 0) + 1))
+    echo "$n" >/tmp/klog.mark
+    echo "rblk-mark $n" >/dev/kmsg
+}
+# wait_klog PATTERN [SECONDS]: wait until a line of klog matches PATTERN (grep -E), 10 s at most.
+wait_klog() {
+    local i
+    for i in $(seq $((${2:-10} * 10))); do
+        klog | grep -qE "$1" && return 0
+        sleep 0.1
+    done
+    fail "no kernel message matching '$1' within ${2:-10} s"
+}
+# children_of PID: the processes whose parent is PID (the guest has no pgrep).
+children_of() {
+    local p stat rest
+    for p in /proc/[0-9]*; do
+        { read -r stat <"$p/stat"; } 2>/dev/null || continue
+        rest=${stat##*) }  # after the command name: state, ppid, ...
+        rest=${rest#* }
+        [[ ${rest%% *} == "$1" ]] && echo "${p#/proc/}"
+    done
+    return 0
+}
+# wait_in_ioctl PID: wait until process PID, a child or a grandchild of it sleeps in the ioctl
+# system call (16 on x86-64, the first field of /proc/PID/syscall): its command is with the
+# driver.
+wait_in_ioctl() {
+    local i p c
+    for i in $(seq 100); do
+        for p in "$1" $(for c in $(children_of "$1"); do echo "$c"; children_of "$c"; done); do
+            [[ $(cut -d' ' -f1 "/proc/$p/syscall" 2>/dev/null) == 16 ]] && return 0
+        done
+        sleep 0.1
+    done
+    fail "process $1 (or a child) is not waiting in an ioctl after 10 s"
+}
+# klog: the kernel log since the last klog_mark (all of it before the first mark).
+klog() { klog_since "rblk-mark $(cat /tmp/klog.mark 2>/dev/null || echo 0)"; }
+# klog_since TEXT: the kernel log after its last line that ends in "] TEXT". All of it when no
+# line does: either TEXT was never logged, or the ring buffer has wrapped since and holds only
+# newer messages.
+klog_since() {
+    dmesg | awk -v m="] $1" '{ l[NR] = $0 }
+        length($0) >= length(m) && substr($0, length($0) - length(m) + 1) == m { s = NR }
+        END { for (i = s + 1; i <= NR; i++) print l[i] }'
+}
+
+# Kernel messages that mean a test broke the kernel: checked during each test (run_test), by
+# t_kernel_clean over the whole log, and by tests that call kernel_clean themselves. KASAN,
+# lockdep, atomic-sleep and hung-task reports start with BUG:/WARNING:/INFO:; ODEBUG: is
+# debug-objects; DMA-API debugging names the device and the driver's mistake.
+BAD_KMSG='BUG:|WARNING:|Oops|Call Trace|KASAN:|ODEBUG:|DMA-API: [^ ]+ [^ ]+: |locking correctness validator|sleeping function called from invalid context|blocked for more than|detected stall|Kernel panic'
 # Only messages from the moment the kernel runs /init count: under TCG the debug kernel has
 # been seen to trip KASAN in its own early CPU setup (~0.004 s, once in several boots), before
 # any of this project's code; such reports are shown as a note. (If the log no longer holds
@@ -154,11 +240,11 @@ kernel_clean() {
     local log early
     log=$(dmesg)
     if grep -q 'Run /init as init process' <<<"$log"; then
-        early=$(sed -n '/Run \/init as init process/q;p' <<<"$log" | grep -E "$BAD_KMSG" || true)
+        early=$(sed -n '/Run \/init as init process/q;p' <<<"$log" | grep -aE "$BAD_KMSG" || true)
         [[ -z $early ]] || printf 'note: reported during early boot, before /init (not counted):\n%s\n' "$early"
         log=$(sed -n '/Run \/init as init process/,$p' <<<"$log")
     fi
-    if grep -E "$BAD_KMSG" <<<"$log"; then fail "kernel reported problems (above)"; fi
+    if grep -aE "$BAD_KMSG" <<<"$log" | selftest_filter; then fail "kernel reported problems (above)"; fi
 }
 
 # emit CONFIG ROUND JSON: the console splits long lines, so send the fio JSON in numbered

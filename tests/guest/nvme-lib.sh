@@ -24,6 +24,18 @@ sum_col() { awk -v col="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) 
 # /sys/block/rnvme0n1/stat), counted apart from the driver. One per command for loads without
 # flushes (an fsync's empty preflush request counts as a write there, its flush apart).
 disk_ios() { awk '{ print $1 + $5 + $12 }' /sys/block/rnvme0n1/stat; }
+# all_completed: every command the driver submitted it completed (its own counters), checked
+# against counts it does not keep: the block layer has no request of rnvme0n1 in flight
+# (/sys/block/rnvme0n1/inflight), and it completed no more requests than the driver completed
+# commands (both count from the load, when the disk is made; a request is one command or more:
+# retries, requeues, and the flushes the disk's stat leaves out).
+all_completed() {
+    local done
+    done=$(sum_col completed)
+    expect_eq "all completed (the driver's counters)" "$done" "$(sum_col submitted)"
+    expect_eq "requests in flight (the block layer's count)" "$(awk '{ print $1 + $2 }' /sys/block/rnvme0n1/inflight)" 0
+    (($(disk_ios) <= done)) || fail "the block layer completed $(disk_ios) requests, the driver only $done commands"
+}
 
 # home_queue CMD...: run CMD (I/O at queue depth 1, pinned to one CPU), print the queue that
 # took 64 or more of its commands: that CPU's home queue.

@@ -11,17 +11,20 @@
 source /tests/lib.sh
 suite_help "$@"
 
-usage() { echo "usage: $0 write|check"; }
+# SEED (a positive integer, a new one for each run: scripts/run-tests.sh takes it from the
+# clock) makes the file's pattern this run's: a file an earlier run left does not verify.
+usage() { echo "usage: $0 write|check SEED"; }
 case "${1:-}" in
     write|check) PHASE=$1 ;;
     *) usage >&2; exit 2 ;;
 esac
+SEED=${2:-}
+[[ $SEED =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
 
 MNT=/mnt/dax
 NS_SIZE_MB=64
 FILE=$MNT/pattern
 FILE_BYTES=$((16 << 20))
-SEED=4711
 
 # fsdax_disk REGION: the disk of the region's fsdax namespace, waiting up to 5 s for it (the
 # pfn device is registered asynchronously when rust_pmem finds the namespace's info block).
@@ -44,7 +47,7 @@ fsdax_disk() {
 expect_dax_disk() {
     [[ $1 == rpmem* ]] || fail "the fsdax namespace's disk is '$1', not rust_pmem's"
     wait_dev /dev/$1
-    dmesg | grep -qE "$1: .*dax=true" || fail "rust_pmem did not report a DAX device for $1"
+    klog | grep -qE "$1: .*dax=true" || fail "rust_pmem did not report a DAX device for $1"
     expect_eq "queue/dax of $1" "$(cat /sys/block/$1/queue/dax)" 1
 }
 

@@ -48,13 +48,13 @@ test_rust_nvme_mq_params_in_sysfs() {
 # insmod MODULE ARGS must fail, and the kernel log must say why (pattern).
 expect_insmod_rejects() {
     local mod=$1 arg=$2 pattern=$3 out
-    dmesg -c >/dev/null
+    klog_mark
     if out=$(insmod "$MODDIR/$mod.ko" "$arg" 2>&1); then
         rmmod "$mod"
         fail "insmod $mod $arg succeeded"
     fi
     echo "insmod said: $out"
-    dmesg | grep -E "$pattern" || fail "no clear message matching '$pattern' in dmesg"
+    klog | grep -E "$pattern" || fail "no clear message matching '$pattern' in dmesg"
     [[ ! -d /sys/module/$mod ]] || fail "$mod stayed loaded"
 }
 
@@ -85,12 +85,12 @@ test_c_nvme_creates_nvme0n1_multiqueue() {
 }
 
 test_kunit_rust_pmem() {
-    dmesg -c >/dev/null
+    klog_mark
     load_rust_pmem
     unload_module rust_pmem
-    dmesg | grep -E "rust_pmem|ok [0-9]+ " || true
-    if dmesg | grep -E "not ok"; then fail "a KUnit case failed"; fi
-    dmesg | grep -qE "ok [0-9]+ rust_pmem$" || fail "KUnit suite rust_pmem did not report ok"
+    klog | grep -E "rust_pmem|ok [0-9]+ " || true
+    if klog | grep -E "not ok"; then fail "a KUnit case failed"; fi
+    klog | grep -qE "ok [0-9]+ rust_pmem$" || fail "KUnit suite rust_pmem did not report ok"
 }
 
 # --- rust_pmem --------------------------------------------------------------------------
@@ -185,8 +185,9 @@ NS=namespace0.0
 test_pmem_namespace_kept_by_nd_pmem() {
     modprobe nd_pmem
     wait_dev /dev/pmem0
+    # insmod returns after the driver core offered rust_pmem every namespace of the nd bus
+    # (driver_register probes synchronously: the nd bus asks for no asynchronous probing).
     insmod $MODDIR/rust_pmem.ko
-    sleep 0.5
     [[ ! -e /dev/rpmem0 ]] || fail "rust_pmem took the namespace nd_pmem drives"
     expect_eq "driver of $NS" "$(driver_of $NS)" nd_pmem
     if echo $NS 2>/dev/null >$ND/drivers/rust_pmem/bind; then
@@ -322,6 +323,7 @@ test_pmem_verify_nowait0() { pmem_verify 0; }
 test_pmem_verify_nowait1() { pmem_verify 1; }
 
 t boot_to_init
+t harness_kernel_report_fails_its_test
 t rust_pmem_params_in_sysfs
 t rust_nvme_mq_params_in_sysfs
 t bad_params_rejected_with_message

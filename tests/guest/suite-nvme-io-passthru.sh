@@ -59,7 +59,16 @@ collect() {
     if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-2"; fi
 }
 
-line() { grep "^$2 " "$1" || echo "$2 missing"; }
+# line FILE CASE: the output line of case CASE in FILE. A missing line reads "CASE missing from
+# FILE", which names the file: so the like-C comparisons (the same case's line in our driver's
+# file and in the C driver's) fail when either side lacks it, even both.
+line() { grep "^$2 " "$1" || echo "$2 missing from $1"; }
+# same_as_c WHAT FILE: FILE of R_DIR is FILE of C_DIR, and neither is empty.
+same_as_c() {
+    [[ -s $R_DIR/$2 ]] || fail "$1: no output from rust_nvme_mq ($R_DIR/$2)"
+    [[ -s $C_DIR/$2 ]] || fail "$1: no output from the C driver ($C_DIR/$2)"
+    expect_eq "$1 like C" "$(cat "$R_DIR/$2")" "$(cat "$C_DIR/$2")"
+}
 
 test_nvme_io_c_reference() {
     modprobe nvme poll_queues=1
@@ -75,7 +84,7 @@ test_nvme_io_c_reference() {
 test_nvme_io_rust_answers() {
     load_nvme poll_queues=1
     wait_chr $GEN
-    dmesg -c >/dev/null
+    klog_mark
     collect "$R_DIR" $CDEV $DEV $GEN
     cat "$R_DIR"/*.txt
     unload_nvme
@@ -83,20 +92,20 @@ test_nvme_io_rust_answers() {
 
 test_nvme_io_write_then_dd() {
     cmp "$R_DIR/dd-after-write" /tmp/pat || fail "dd does not read what nvme write wrote"
-    expect_eq "nvme write output like C" "$(cat $R_DIR/write.txt)" "$(cat $C_DIR/write.txt)"
+    same_as_c "nvme write output" write.txt
 }
 
 test_nvme_io_dd_then_read() {
     cmp "$R_DIR/read" /tmp/pat2 || fail "nvme read does not return what dd wrote"
     cmp "$R_DIR/io-passthru" /tmp/pat2 || fail "io-passthru on the disk: not what dd wrote"
     cmp "$R_DIR/io-passthru-ctrl" /tmp/pat2 || fail "io-passthru on the controller: not what dd wrote"
-    expect_eq "nvme read output like C" "$(cat $R_DIR/read.txt)" "$(cat $C_DIR/read.txt)"
+    same_as_c "nvme read output" read.txt
     cmp "$C_DIR/io-passthru" "$C_DIR/read" || fail "C driver: io-passthru and read differ (test setup)"
 }
 
 test_nvme_io_flush_and_status_like_c() {
-    expect_eq "nvme flush" "$(cat $R_DIR/flush.txt)" "$(cat $C_DIR/flush.txt)"
-    expect_eq "reserved opcode" "$(cat $R_DIR/bad-opcode.txt)" "$(cat $C_DIR/bad-opcode.txt)"
+    same_as_c "nvme flush" flush.txt
+    same_as_c "reserved opcode" bad-opcode.txt
     grep -qi "invalid" "$R_DIR/bad-opcode.txt" || fail "no invalid opcode status: $(cat $R_DIR/bad-opcode.txt)"
 }
 
@@ -197,10 +206,7 @@ test_nvme_io_passthru_under_fio() {
     fio_verified /tmp/fio.out
     expect_eq "passthrough failures under load" $fails 0
     # The passthrough requests went through the I/O queues like the others.
-    local sub com
-    sub=$(sum_col submitted)
-    com=$(sum_col completed)
-    expect_eq "submitted = completed" "$sub" "$com"
+    all_completed
     unload_nvme
 }
 
@@ -284,16 +290,14 @@ test_nvme_uring_fio_verify() {
             { cat /tmp/uring-$mode-blk.out; fail "what io_uring_cmd ($mode) wrote does not verify on $DEV"; }
         echo "$mode: verified again through $DEV"
     done
-    local p2 sub com
+    local p2
     p2=$(sum_col polled)
     echo "polled completions: $((p1 - p0)) interrupt-driven run, $((p2 - p1)) polled run"
     expect_eq "polled completions of the interrupt-driven run" $((p1 - p0)) 0
     # 8192 writes and 8192 verifying reads of the polled run (the block device's reads are not
     # polled).
     [[ $((p2 - p1)) -ge 16384 ]] || fail "only $((p2 - p1)) polled completions for fio --hipri"
-    sub=$(sum_col submitted)
-    com=$(sum_col completed)
-    expect_eq "submitted = completed" "$sub" "$com"
+    all_completed
     unload_nvme
 }
 

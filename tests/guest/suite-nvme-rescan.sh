@@ -50,14 +50,14 @@ test_nvme_rescan_unchanged() {
     dd if=/dev/urandom of=/tmp/pattern bs=1M count=4 status=none
     dd if=/tmp/pattern of=$DEV bs=1M oflag=direct status=none
     exec 3<$DEV
-    dmesg -c >/dev/null
+    klog_mark
     nvme ns-rescan $CDEV || fail "nvme ns-rescan failed"
     expect_eq "disk kept (same device number)" "$(devno $DEV)" "$before"
     [[ ! -e $DEV2 ]] || fail "$DEV2 appeared, namespace 2 is detached"
     cmp <(dd if=/proc/self/fd/3 bs=1M count=4 iflag=direct status=none) /tmp/pattern ||
         fail "reading through a file opened before the rescan"
     exec 3<&-
-    if dmesg | grep -E "rnvme0n1|namespace gone"; then fail "the rescan touched namespace 1"; fi
+    if klog | grep -E "rnvme0n1|namespace gone"; then fail "the rescan touched namespace 1"; fi
     # Rescans during I/O: the I/O goes on and verifies (fio reads back and verifies every 256
     # blocks it writes, all through the time-based run).
     fio --name=r --filename=$DEV --direct=1 --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio \
@@ -77,7 +77,7 @@ test_nvme_rescan_unchanged() {
 
 test_nvme_rescan_attach_detach() {
     load_nvme
-    dmesg -c >/dev/null
+    klog_mark
     local before
     before=$(devno $DEV)
     attach_cmd 0 || fail "Namespace Attachment (attach) through the admin passthrough failed"
@@ -103,7 +103,7 @@ test_nvme_rescan_attach_detach() {
     nvme detach-ns $CDEV --namespace-id=2 --controllers="$cntlid" || fail "nvme detach-ns failed"
     nvme ns-rescan $CDEV
     wait_gone $DEV2
-    dmesg | grep -q "rnvme0n2: namespace gone" || fail "no removal message"
+    klog | grep -q "rnvme0n2: namespace gone" || fail "no removal message"
     expect_eq "namespace 1 kept" "$(devno $DEV)" "$before"
     fio_verify $DEV --size=16M
     # nvme-cli attach-ns, rescan: the disk is back with the data written before.
@@ -186,11 +186,11 @@ test_nvme_rescan_ns_identity() {
 # again). A temperature threshold below the controller's temperature (Set Features 4) is a
 # SMART/health event, logged once however often it comes.
 test_nvme_rescan_aen() {
-    dmesg -c >/dev/null
+    klog_mark
     load_nvme
     attach_cmd 0 || fail "attach through the admin passthrough failed"
     wait_dev $DEV2
-    dmesg | grep -q "rnvme0: namespace attributes changed, rescanning" || fail "no event message"
+    klog | grep -q "rnvme0: namespace attributes changed, rescanning" || fail "no event message"
     attach_cmd 1 || fail "detach through the admin passthrough failed"
     wait_gone $DEV2
     nvme reset $CDEV || fail "nvme reset failed"
@@ -198,16 +198,16 @@ test_nvme_rescan_aen() {
     wait_dev $DEV2
     attach_cmd 1 || fail "detach after the reset failed"
     wait_gone $DEV2
-    expect_eq "rescans by events" "$(dmesg | grep -c 'namespace attributes changed, rescanning')" 4
+    expect_eq "rescans by events" "$(klog | grep -c 'namespace attributes changed, rescanning')" 4
     local th
     for th in 300 301; do
         nvme set-feature $CDEV --feature-id=4 --value=$th >/dev/null || fail "set-feature 4 $th"
         sleep 1
     done
     nvme set-feature $CDEV --feature-id=4 --value=343 >/dev/null || fail "set-feature 4 back"
-    dmesg | grep "SMART/health" || true
+    klog | grep "SMART/health" || true
     expect_eq "temperature events logged" \
-        "$(dmesg | grep -c 'SMART/health critical warning: temperature beyond a threshold')" 1
+        "$(klog | grep -c 'SMART/health critical warning: temperature beyond a threshold')" 1
     fio_verify $DEV --size=8m
     unload_nvme
 }

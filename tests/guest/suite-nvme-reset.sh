@@ -182,19 +182,19 @@ fio_bg() {
 # the controller, and fio must complete with no error and verify.
 fault_during_fio() {
     local name=$1 bit=$2 how=$3
-    dmesg -c >/dev/null
+    klog_mark
     load_nvme io_timeout=2 admin_timeout=2
     fio_bg "$name"
-    sleep 2
+    wait_io rnvme0n1
     pci_bit_clear "$bit"
     if [[ $how == then_on ]]; then
-        sleep 1
+        sleep 1  # how long the fault lasts (not a wait for anything)
         pci_bit_set "$bit"
     fi
     wait_exit $FIO_PID 300 || fail "fio did not finish"
     wait $FIO_PID || { cat /tmp/$name.out; fail "fio saw errors"; }
-    dmesg | grep -E "rnvme0:" | tail -n 8
-    dmesg | grep -q "rnvme0: controller reset done" || fail "no controller reset"
+    klog | grep -E "rnvme0:" | tail -n 8
+    klog | grep -q "rnvme0: controller reset done" || fail "no controller reset"
 }
 
 # System sleep while fio writes and verifies, through /sys/power/pm_test (the PM core runs the
@@ -208,7 +208,7 @@ test_nvme_reset_suspend_resume() {
     [[ -e /sys/power/pm_test ]] || fail "no /sys/power/pm_test (the kernel needs CONFIG_PM_DEBUG)"
     grep -qw freeze /sys/power/state || fail "no freeze in /sys/power/state: $(cat /sys/power/state)"
     echo 1 >/sys/module/suspend/parameters/pm_test_delay
-    dmesg -c >/dev/null
+    klog_mark
     load_nvme
     fio_bg suspend --loops=6
     for level in devices platform devices platform; do
@@ -221,13 +221,13 @@ test_nvme_reset_suspend_resume() {
     echo none >/sys/power/pm_test
     wait_exit $FIO_PID 600 || fail "fio did not finish"
     wait $FIO_PID || { cat /tmp/suspend.out; fail "fio saw errors"; }
-    dmesg | grep -E "rnvme0:|PM: " | tail -n 12
-    expect_eq "suspends of rnvme0" "$(dmesg | grep -c 'rnvme0: suspended, ')" $n
-    expect_eq "resumes of rnvme0" "$(dmesg | grep -c 'rnvme0: resuming')" $n
-    expect_eq "controller resets after resume" "$(dmesg | grep -c 'rnvme0: controller reset done')" $n
-    ! dmesg | grep -iE "I/O error|rnvme0:.*(fail|timed out)" || fail "errors in the kernel log"
+    klog | grep -E "rnvme0:|PM: " | tail -n 12
+    expect_eq "suspends of rnvme0" "$(klog | grep -c 'rnvme0: suspended, ')" $n
+    expect_eq "resumes of rnvme0" "$(klog | grep -c 'rnvme0: resuming')" $n
+    expect_eq "controller resets after resume" "$(klog | grep -c 'rnvme0: controller reset done')" $n
+    ! klog | grep -iE "I/O error|rnvme0:.*(fail|timed out)" || fail "errors in the kernel log"
     cat "$STATS"
-    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    all_completed
     expect_eq "in flight in the block layer" "$(awk '{ print $1 + $2 }' /sys/block/rnvme0n1/inflight)" 0
     unload_nvme
 }
@@ -236,14 +236,14 @@ test_nvme_reset_suspend_resume() {
 test_nvme_reset_bus_master_off_then_on() {
     fault_during_fio busmaster $PCI_MASTER then_on
     cat "$STATS"
-    expect_eq "all completed" "$(sum_col completed)" "$(sum_col submitted)"
+    all_completed
     unload_nvme
 }
 
 # Bus mastering off and left off: only the driver's reset turns it on again.
 test_nvme_reset_bus_master_left_off() {
     fault_during_fio busmaster_off $PCI_MASTER left_off
-    dmesg | grep -q "bus mastering was off" || fail "the reset did not see bus mastering off"
+    klog | grep -q "bus mastering was off" || fail "the reset did not see bus mastering off"
     expect_eq "bus master bit after the reset" $(($(pci_cmd) & PCI_MASTER)) $PCI_MASTER
     unload_nvme
 }
@@ -253,7 +253,7 @@ test_nvme_reset_bus_master_left_off() {
 # with pci_disable_device() + pci_enable_device_mem()).
 test_nvme_reset_memory_space_left_off() {
     fault_during_fio memoff $PCI_MEM left_off
-    dmesg | grep -q "memory decoding was off" || fail "the reset did not see memory decoding off"
+    klog | grep -q "memory decoding was off" || fail "the reset did not see memory decoding off"
     expect_eq "memory space bit after the reset" $(($(pci_cmd) & PCI_MEM)) $PCI_MEM
     unload_nvme
 }
@@ -264,7 +264,7 @@ test_nvme_reset_memory_space_left_off() {
 # errors instead of hanging, no kernel warning, rmmod works, and the controller comes back on
 # the next load.
 test_nvme_reset_dead_controller_removed() {
-    dmesg -c >/dev/null
+    klog_mark
     load_nvme io_timeout=2 admin_timeout=2
     local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 pid i
     fio --name=dead --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 --rw=randread \
@@ -279,9 +279,9 @@ test_nvme_reset_dead_controller_removed() {
     wait_exit $pid 60 || fail "fio hangs after the disk went away"
     if wait $pid; then fail "fio on a dead controller reported no error"; fi
     grep -E "error|err=" /tmp/dead.out | head -n 3
-    dmesg | grep -E "rnvme0:" | tail -n 8
-    expect_eq "reset attempts" "$(dmesg | grep -c 'controller reset attempt [0-9] of 3 failed')" 3
-    dmesg | grep -q "did not come back after 3 reset attempts" || fail "no give-up message"
+    klog | grep -E "rnvme0:" | tail -n 8
+    expect_eq "reset attempts" "$(klog | grep -c 'controller reset attempt [0-9] of 3 failed')" 3
+    klog | grep -q "did not come back after 3 reset attempts" || fail "no give-up message"
     [[ ! -b $DEV ]] || fail "$DEV still there"
     kernel_clean
     unload_module rust_nvme_mq
