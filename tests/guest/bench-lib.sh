@@ -50,6 +50,36 @@ profile_report() {
     rm -f /tmp/perf.data
 }
 
+# queue_setup DISK: the queue settings of DISK that both sides of a driver ratio must share, as
+# "sched=... hwq=... iostats=... nomerges=..." (a bio-based disk has no hardware queues: hwq=0,
+# and no scheduler: its scheduler file holds none without brackets, or nothing).
+queue_setup() {
+    local q=/sys/block/$1/queue hwq=0
+    [[ ! -d /sys/block/$1/mq ]] || hwq=$(find "/sys/block/$1/mq" -mindepth 1 -maxdepth 1 -type d | wc -l)
+    echo "sched=$(sed 's/.*\[\(.*\)\].*/\1/' $q/scheduler) hwq=$hwq iostats=$(cat $q/iostats)" \
+        "nomerges=$(cat $q/nomerges)"
+}
+
+# nvme_run CONFIG MODULE-PARAMS... -- FIO-JOBS...: load rust_nvme_mq with io_queue_depth=$DEPTH
+# and the parameters, run fio with the script's ${common[@]} options and the jobs on $DEV as
+# round $round, print the queue counters, unload (the overflow benchmarks).
+nvme_run() {
+    local cfg=$1 params=()
+    shift
+    while [[ $1 != -- ]]; do params+=("$1"); shift; done
+    shift
+    insmod "$MODDIR/rust_nvme_mq.ko" io_queue_depth=$DEPTH "${params[@]}"
+    wait_dev $DEV
+    bench_fio "$cfg" "$round" "${common[@]}" "$@"
+    queues "$cfg" "$round"
+    unload_module rust_nvme_mq
+}
+
+# reader NAME CPU IODEPTH: the fio options of one reader job pinned to CPU.
+reader() {
+    echo "--name=$1 --cpus_allowed=$2 --iodepth=$3"
+}
+
 # queues CONFIG ROUND: print rust_nvme_mq's per-queue counters (whatever columns it has).
 NVME_QUEUES_FILE=/sys/kernel/debug/rust_nvme_mq/rnvme0/queues
 queues() {

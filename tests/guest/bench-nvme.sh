@@ -65,22 +65,18 @@ set_sched() { # DISK SCHED: set it and check it took (the one in brackets)
     echo "$2" >"$f" || { echo "bench: cannot set scheduler $2 on $1 (offered: $(cat "$f"))" >&2; return 1; }
     [[ $(cat "$f") == *"[$2]"* ]] || { echo "bench: $1's scheduler is '$(cat "$f")', not $2" >&2; return 1; }
 }
-# setup_info CONFIG ROUND: what both sides of a ratio must share, as one INFO line.
-#   sched, hwq (hardware queues = /sys/block/X/mq/*), iostats, nomerges, dbbuf_offered (the
-#   controller's OACS bit 8, from Identify Controller), dbbuf_used (C uses shadow doorbells
-#   when offered; rust_nvme_mq has no Doorbell Buffer Config support, so never).
+# setup_info CONFIG ROUND: what both sides of a ratio must share, as one INFO line: the disk's
+#   queue settings (queue_setup), dbbuf_offered (the controller's OACS bit 8, from Identify
+#   Controller), dbbuf_used (C uses shadow doorbells when offered; rust_nvme_mq has no Doorbell
+#   Buffer Config support, so never).
 setup_info() {
-    local disk q oacs offered used
-    disk=$(disk_of "$1")
-    q=/sys/block/$disk/queue
+    local oacs offered used
     oacs=$(nvme id-ctrl "$(ctrl_of "$1")" 2>/dev/null | sed -n 's/^oacs *: *//p')
     [[ -n $oacs ]] || { echo "bench: no OACS from nvme id-ctrl $(ctrl_of "$1")" >&2; return 1; }
     offered=$(((oacs >> 8) & 1))
     used=0
     [[ $1 == rust_* || $1 == base_* ]] || used=$offered
-    echo "INFO $1 $2 setup sched=$(sed 's/.*\[\(.*\)\].*/\1/' $q/scheduler)" \
-        "hwq=$(ls -d /sys/block/$disk/mq/*/ | wc -l) iostats=$(cat $q/iostats)" \
-        "nomerges=$(cat $q/nomerges) dbbuf_offered=$offered dbbuf_used=$used" \
+    echo "INFO $1 $2 setup $(queue_setup "$(disk_of "$1")") dbbuf_offered=$offered dbbuf_used=$used" \
         "vcpus=$NCPU jobs=$JOBS iodepth=$IODEPTH"
 }
 

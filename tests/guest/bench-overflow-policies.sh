@@ -28,22 +28,6 @@ NCPU=$(nproc)
 common=(--filename=$DEV --direct=1 --ioengine=io_uring --rw=randread --bs=4k --time_based
         --runtime="$RUNTIME" --ramp_time="$RAMP" --norandommap --randrepeat=1)
 
-run() { # CONFIG MODULE-PARAMS... -- FIO JOBS...
-    local cfg=$1 params=()
-    shift
-    while [[ $1 != -- ]]; do params+=("$1"); shift; done
-    shift
-    insmod "$MODDIR/rust_nvme_mq.ko" io_queue_depth=$DEPTH "${params[@]}"
-    wait_dev $DEV
-    bench_fio "$cfg" "$round" "${common[@]}" "$@"
-    queues "$cfg" "$round"
-    unload_module rust_nvme_mq
-}
-
-reader() { # NAME CPU IODEPTH
-    echo "--name=$1 --cpus_allowed=$2 --iodepth=$3"
-}
-
 skew_jobs=($(reader r0a 0 8) $(reader r0b 0 8) $(reader r0c 0 8))
 deep_jobs=($(reader deep0 0 64))
 for c in $(seq 1 $((NCPU - 1))); do
@@ -53,12 +37,12 @@ done
 
 echo "bench: overflow on $NCPU vCPUs, $ROUNDS rounds of $RUNTIME s" >&2
 for round in $(seq "$ROUNDS"); do
-    run skew_off overflow=0 -- "${skew_jobs[@]}"
-    run skew_scan overflow=1 overflow_scan=1 -- "${skew_jobs[@]}"
-    run skew_on overflow=1 -- "${skew_jobs[@]}"
-    run deep_off overflow=0 -- "${deep_jobs[@]}"
-    run deep_scan overflow=1 overflow_scan=1 -- "${deep_jobs[@]}"
-    run deep_on overflow=1 -- "${deep_jobs[@]}"
+    nvme_run skew_off overflow=0 -- "${skew_jobs[@]}"
+    nvme_run skew_scan overflow=1 overflow_scan=1 -- "${skew_jobs[@]}"
+    nvme_run skew_on overflow=1 -- "${skew_jobs[@]}"
+    nvme_run deep_off overflow=0 -- "${deep_jobs[@]}"
+    nvme_run deep_scan overflow=1 overflow_scan=1 -- "${deep_jobs[@]}"
+    nvme_run deep_on overflow=1 -- "${deep_jobs[@]}"
 done
 kernel_clean
 echo "bench: done"

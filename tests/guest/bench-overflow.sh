@@ -40,19 +40,9 @@ irq_cpus() {
 }
 
 run() { # CONFIG OVERFLOW [MODULE PARAMS...] -- FIO JOBS...
-    local cfg=$1 overflow=$2 params=()
+    local cfg=$1 overflow=$2
     shift 2
-    while [[ $1 != -- ]]; do params+=("$1"); shift; done
-    shift
-    insmod "$MODDIR/rust_nvme_mq.ko" io_queue_depth=$DEPTH overflow="$overflow" "${params[@]}"
-    wait_dev $DEV
-    bench_fio "$cfg" "$round" "${common[@]}" "$@"
-    queues "$cfg" "$round"
-    unload_module rust_nvme_mq
-}
-
-reader() { # NAME CPU IODEPTH
-    echo "--name=$1 --cpus_allowed=$2 --iodepth=$3"
+    nvme_run "$cfg" overflow="$overflow" "$@"
 }
 
 # (c): which CPUs share CPU0's queue when there are 2 queues?

@@ -55,15 +55,9 @@ echo "bench: filling the persistent memory ($((PMEM_BYTES >> 20)) MiB) once by r
 fill /dev/rpmem0
 unload_module rust_pmem
 
-# setup_info CONFIG ROUND DEV: the queue settings of DEV's disk, as one INFO line (a bio-based
-# disk such as nd_pmem's has no hardware queues: hwq=0).
+# setup_info CONFIG ROUND DEV: the queue settings of DEV's disk (queue_setup), as one INFO line.
 setup_info() {
-    local disk q hwq=0
-    disk=$(basename "$3")
-    q=/sys/block/$disk/queue
-    [[ ! -d /sys/block/$disk/mq ]] || hwq=$(find /sys/block/$disk/mq -mindepth 1 -maxdepth 1 -type d | wc -l)
-    echo "INFO $1 $2 setup sched=$(sed 's/.*\[\(.*\)\].*/\1/' $q/scheduler) hwq=$hwq" \
-        "iostats=$(cat $q/iostats) nomerges=$(cat $q/nomerges) vcpus=$(nproc) jobs=$JOBS iodepth=$IODEPTH"
+    echo "INFO $1 $2 setup $(queue_setup "$(basename "$3")") vcpus=$(nproc) jobs=$JOBS iodepth=$IODEPTH"
 }
 
 for round in $(seq "$ROUNDS"); do
