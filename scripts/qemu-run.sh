@@ -94,7 +94,8 @@ be tested; an existing image smaller than the requested size is grown (data kept
 used as is. Delete the file to start from zeros. The NVDIMM image is flock'ed while QEMU runs, so
 two runs cannot share one by accident. Environment: RBLK_IMAGES (image dir, default
 /var/tmp/rust-blk-images), RBLK_ACCEL=kvm, RBLK_CPU (TCG CPU model, default max),
-RBLK_QEMU (QEMU binary).
+RBLK_QEMU (QEMU binary), RBLK_QEMU_PLUGIN (a TCG plugin and its arguments, given to -plugin;
+used by the instruction-count profile, tools/insn-count).
 With a terminal on stdin it is handed to the guest console (Ctrl-A X quits QEMU).
 USAGE
 }
@@ -189,6 +190,7 @@ QEMU=("$QEMU_BIN" "${ACCEL[@]}" -machine "$MACHINE,nvdimm=on" -smp "$SMP"
       -nodefaults -display none -serial mon:stdio -net none -no-reboot
       -kernel "$KERNEL" -initrd "$INITRD")
 ((ICOUNT == 0)) || QEMU+=(-icount shift=0,sleep=off)
+[[ -z "${RBLK_QEMU_PLUGIN:-}" ]] || QEMU+=(-plugin "$RBLK_QEMU_PLUGIN")
 if ((IOMMU)); then
     # Before the other PCI devices, so that all of them sit behind it. No interrupt remapping
     # (that needs a split irqchip, which TCG does not have).

@@ -12,7 +12,7 @@ usage() {
     cat <<USAGE
 Usage: $0 [--part pmem|nvme|nvme2|nvme_raw|overflow|poll|overflow_model|all]... [--mode icount|wall] [--rounds N]
           [--runtime S] [--latency-ns NS] [--cpu MODEL] [--results DIR] [--no-prepare]
-          [--profile HZ] [--help]
+          [--profile HZ | --insn-profile] [--help]
 
 Parts (each is one guest boot; its configurations alternate in every round, and every ratio
 is computed within a round, then reported as the median [min-max] over the rounds):
@@ -57,6 +57,13 @@ is computed within a round, then reported as the median [min-max] over the round
                  initramfs); bench/profile.py then writes DIR/profile-<part>.md, instructions
                  per I/O by function group and by function, each Rust config beside its C
                  twin. bench.json is not touched (sampling costs instructions too)
+  --insn-profile exact instruction counts instead of samples (pmem and nvme* parts, icount):
+                 QEMU runs the TCG plugin tools/insn-count, which counts every executed guest
+                 instruction per translation block; each fio run is a window between two
+                 sync(2) calls (the plugin's trigger, __x64_sys_sync). bench/insn_profile.py
+                 writes DIR/insn-<part>.md: instructions per I/O by function and group, each
+                 Rust config beside its C twin, with nothing lost to irq-off sections.
+                 bench.json is not touched (the plugin slows QEMU, not the guest's count)
 
 Writes DIR/bench.json, DIR/<part>.png and the raw guest logs DIR/bench-<part>.log, and prints
 the tables and ratios. No pass/fail: ratios are printed next to their targets.
@@ -64,7 +71,7 @@ USAGE
 }
 
 MODE=icount ROUNDS="" RUNTIME="" LATENCY_NS=$DEFAULT_LATENCY_NS CPU=${RBLK_CPU:-$DEFAULT_CPU}
-PREPARE=1 PARTS=() RESULTS="" PROFILE_HZ="" CONFIGS_ARG="" JOBS_ARG="" BASE_KO=""
+PREPARE=1 PARTS=() RESULTS="" PROFILE_HZ="" INSN=0 CONFIGS_ARG="" JOBS_ARG="" BASE_KO=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --part) need_arg "$@"
@@ -87,6 +94,7 @@ while [[ $# -gt 0 ]]; do
             CONFIGS_ARG=$2; shift ;;
         --profile) need_arg "$@"; [[ $2 =~ ^[1-9][0-9]*$ ]] || die "--profile takes a sampling rate in Hz, not '$2'"
             PROFILE_HZ=$2; shift ;;
+        --insn-profile) INSN=1 ;;
         -h|--help) usage; exit 0 ;;
         *) unknown_arg "$1" ;;
     esac
@@ -114,6 +122,20 @@ if [[ -n $BASE_KO ]]; then
     cp "$BASE_KO" "$OUT/modules-$(basename "$KBUILD")/rust_nvme_mq_base.ko" ||
         die "cannot put $BASE_KO beside the modules in $OUT/modules-$(basename "$KBUILD")"
 fi
+# insn_plugin PART: build the instruction-count plugin (host gcc) and print its -plugin argument:
+#   dumps to $RESULTS/insn-PART.dump.N, one at each guest sync(2).
+insn_plugin() {
+    local so=$OUT/insn_count.so addr
+    # shellcheck source=/dev/null
+    source "$OUT/env"
+    gcc -O2 -shared -fPIC -fvisibility=hidden -o "$so" "$TOP/tools/insn-count/insn_count.c" ||
+        die "cannot build the QEMU plugin tools/insn-count/insn_count.c (gcc)"
+    addr=$(awk '$3 == "__x64_sys_sync" { print $1 }' "$KBUILD/System.map")
+    [[ -n $addr ]] || die "no __x64_sys_sync in $KBUILD/System.map: no trigger for the plugin"
+    rm -f "$RESULTS/insn-$1.dump".*
+    echo "file=$so,out=$RESULTS/insn-$1.dump,trigger=0x$addr"
+}
+
 start_all=$(date +%s)
 for part in "${PARTS[@]}"; do
     if [[ $part == overflow_model ]]; then # no guest
@@ -156,14 +178,32 @@ for part in "${PARTS[@]}"; do
         [[ $mode == icount ]] || die "--profile needs --mode icount (samples then count instructions)"
         log="$RESULTS/profile-$part.log"
     fi
+    plugin=""
+    if ((INSN)); then
+        [[ -z $PROFILE_HZ ]] || die "--profile and --insn-profile do not mix"
+        [[ $part == pmem || $part == nvme* ]] || die "--insn-profile is for the pmem and nvme parts, not $part"
+        [[ $mode == icount ]] || die "--insn-profile needs --mode icount"
+        log="$RESULTS/insn-$part.log"
+        # shellcheck source=/dev/null
+        source "$OUT/env"
+        plugin=$(insn_plugin "$part")
+        ramp=0
+    fi
     script=bench-$part.sh
     [[ $part != nvme* ]] || script=bench-nvme.sh
     echo "run-bench: $part part ($mode, CPU $CPU), $smp vCPUs, $rounds rounds of $runtime s -> $log" >&2
     s=$(date +%s)
-    RBLK_CPU=$CPU RBLK_EXTRA_TOOLS=${PROFILE_HZ:+perf} "$TOP/scripts/guest.sh" --smp "$smp" "${gargs[@]}" --timeout 3600 --log "$log" \
-        -- "RAMP=$ramp ${PROFILE_HZ:+PROFILE_HZ=$PROFILE_HZ }${configs:+CONFIGS='$configs' }bash /tests/$script $rounds $runtime $jobs" >/dev/null ||
+    RBLK_CPU=$CPU RBLK_EXTRA_TOOLS=${PROFILE_HZ:+perf} RBLK_QEMU_PLUGIN=$plugin \
+        "$TOP/scripts/guest.sh" --smp "$smp" "${gargs[@]}" --timeout 3600 --log "$log" \
+        -- "RAMP=$ramp ${PROFILE_HZ:+PROFILE_HZ=$PROFILE_HZ }${plugin:+INSN_PROFILE=1 }${configs:+CONFIGS='$configs' }bash /tests/$script $rounds $runtime $jobs" >/dev/null ||
         die "the $part guest run failed (status $?); its console log is $log"
     echo "run-bench: $part part took $(($(date +%s) - s)) s" >&2
+    if ((INSN)); then
+        /usr/bin/python3 "$TOP/bench/insn_profile.py" "$log" --dumps "$RESULTS/insn-$part.dump" \
+            --vmlinux-map "$KBUILD/System.map" --out "$RESULTS/insn-$part.md" ||
+            die "bench/insn_profile.py failed on $log"
+        continue
+    fi
     if [[ -n $PROFILE_HZ ]]; then
         /usr/bin/python3 "$TOP/bench/profile.py" "$log" --hz "$PROFILE_HZ" --out "$RESULTS/profile-$part.md" ||
             die "bench/profile.py failed on $log"

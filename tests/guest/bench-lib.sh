@@ -25,17 +25,27 @@ bench_fio() {
     shift 2
     local prof=()
     [[ -z ${PROFILE_HZ:-} ]] || prof=(perf record -q -a -e cpu-clock -F "$PROFILE_HZ" -o /tmp/perf.data --)
+    # INSN_PROFILE (run-bench.sh --insn-profile): QEMU's instruction-count plugin dumps its
+    # counts at each sync(2), so the fio run is the window between two of them.
+    [[ -z ${INSN_PROFILE:-} ]] || { echo "INSNMARK $cfg $rnd"; sync; }
     before=($(cpu_ticks))
     if ! json=$("${prof[@]}" fio --output-format=json "$@" 2>/tmp/fio.err); then
         echo "bench: fio failed for $cfg (round $rnd): $(tail -n 5 /tmp/fio.err)" >&2
         return 1
     fi
     after=($(cpu_ticks))
+    [[ -z ${INSN_PROFILE:-} ]] || { sync; module_symbols "$cfg" "$rnd"; }
     [[ -z ${PROFILE_HZ:-} ]] || profile_report "$cfg" "$rnd"
     local delta=()
     for i in 0 1 2 3 4 5 6 7; do delta+=($((after[i] - before[i]))); done
     echo "STAT $cfg $rnd ${delta[*]}"
     emit "$cfg" "$rnd" "$json"
+}
+
+# module_symbols CONFIG ROUND: the text symbols of the loaded modules ("KSYM" lines), for the
+# instruction-count profile to name module addresses (they move with each load).
+module_symbols() {
+    awk -v c="$1" -v r="$2" '$2 ~ /^[tT]$/ && $4 ~ /^\[/ { print "KSYM", c, r, $1, $3, $4 }' /proc/kallsyms
 }
 
 # profile_report CONFIG ROUND: perf's samples of the run per symbol ("PROFILE" lines): samples,
