@@ -188,11 +188,11 @@
 //! | `hotplug`, `debugfs` | the CPU hotplug callbacks, the debugfs files |
 //! | **namespaces** | |
 //! | `ident` | namespace identifiers and the disk attributes that show them |
-//! | `link` | `Link`: what a character device's open files reach, cut when the device goes |
-//! | `nsdisk` | `NsDisk` (a namespace's disk, generic device, format) and `NsSet`, the disks of a controller: the one revalidation, the one removal |
+//! | `link` | `Link`: what a character device's open files (or a namespace's commands) reach, cut when it goes; `Gate`: calls side by side until something must change under them |
+//! | `nsdisk` | `Ns`, the refcounted namespace object (C's `nvme_ns`: format, identity, its disk's link, its passthrough; the disk's queue data, what its generic device's files reach), `NsDisk` (what the list owns of it: disk, generic device) and `NsSet`, the namespaces of a controller: the one revalidation, the one removal, locked only to add or remove |
 //! | `ioctl` | `Passthru`: the admin and I/O passthrough ioctls and their bounce buffer, io_uring passthrough commands |
 //! | `generic` | `/dev/rng<C>n<N>`: a namespace's generic device (its ioctls, io_uring commands and polling) |
-//! | `ns` | blk-mq callbacks of the disks, their tag set, `Namespaces`: the one namespace scan (probe, rescan, events), the controller's `CtrlEvents` |
+//! | `ns` | blk-mq callbacks of the disks (queue data: `Ns`), their tag set, `Namespaces`: the one namespace scan (probe, rescan, events), the controller's `CtrlEvents` |
 //! | `rescan` | `NVME_IOCTL_RESCAN` |
 //! | `chardev` | `/dev/rnvme<C>`: the controller's character device |
 //!
@@ -426,7 +426,7 @@ fn map_controller(pdev: &pci::Device<Core<'_>>) -> Result<Arc<Regs>> {
     // order of `NvmeDevice`, and only by it: the coherent rings (with the admin queue's
     // Identify buffer), PRP lists and request mappings (`DmaMapping`) all live in the `Ctrl`'s
     // queues, which only `NvmeDevice` and what it owns reach: the disks (queue data
-    // `Namespace`), the character device's `Namespaces` and `Passthru`, the IRQ handlers
+    // `Ns`), the character device's `Namespaces` and `Passthru`, the IRQ handlers
     // (`CqIrq`), the hotplug and debugfs entries and the reset/rescan work.
     // `NvmeDevice::drop` runs at unbind, before the driver core releases the binding: it
     // stops resets, removes the disks (waiting for their requests) and cuts the character
@@ -617,7 +617,7 @@ fn build_disk(
     builder: GenDiskBuilder,
     name: fmt::Arguments<'_>,
     tagset: Arc<TagSet<NvmeOps>>,
-    ns: Arc<ns::Namespace>,
+    ns: Arc<nsdisk::Ns>,
 ) -> Result<GenDisk<NvmeOps>> {
     builder.build_owned::<RustNvmeMq, _>(name, tagset, ns)
 }
@@ -626,10 +626,9 @@ fn build_disk(
 /// the controller tells to remove them when it dies or goes. Nothing may fail after that: only
 /// `NvmeDevice`'s drop (the controller's removal) takes them back.
 fn add_disks(ctrl: &Ctrl, namespaces: &Arc<Namespaces>) -> Result {
-    let mut disks = KVec::new();
-    let mut gone = KVec::new();
-    namespaces.scan(&mut disks, &mut gone)?;
-    namespaces.list.set(disks);
+    namespaces
+        .scan()
+        .inspect_err(|_| namespaces.list.remove_all())?;
     ctrl.set_events(namespaces.clone());
     Ok(())
 }
