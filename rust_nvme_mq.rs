@@ -172,10 +172,11 @@
 //! | module | what it holds |
 //! |---|---|
 //! | **hardware** | |
+//! | `le` | little-endian field types of what the controller reads and writes in memory |
 //! | `regs` | controller registers (CAP, CC, CSTS with its shutdown status, ...) and doorbells |
-//! | `sgl` | SGL descriptors of a transfer |
 //! | `prp` | PRP entries and lists of a transfer |
-//! | `cmd` | command, completion and Identify layouts; completion status to errno |
+//! | `cmd` | the NVMe specification as types: opcodes, command (with per-command constructors, the only place a command's fields are packed), completion, SGL descriptor, Identify and log page layouts, asynchronous events, status codes; completion status to errno |
+//! | `sgl` | the SGL of a transfer (its descriptors from `cmd`) |
 //! | `transfer` | how a controller's transfers are described (MDTS, PRPs or SGLs) and each slot's list page |
 //! | `request` | `NvmeOps` (the request type), request to command (the only place), completion to result (a passthrough request keeps status and result in its own data) |
 //! | `queue` | `IoQueue`: one queue pair's rings, command slots, submission into a slot, reaping |
@@ -242,6 +243,8 @@ mod hotplug;
 mod ident;
 #[path = "rust_nvme_mq/ioctl.rs"]
 mod ioctl;
+#[path = "rust_nvme_mq/le.rs"]
+mod le;
 #[path = "rust_nvme_mq/link.rs"]
 mod link;
 #[path = "rust_nvme_mq/ns.rs"]

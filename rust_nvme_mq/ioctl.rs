@@ -18,6 +18,7 @@
 use crate::{
     cmd::{self, Completion, Sqe},
     ctrl::{Ctrl, CtrlState},
+    le::Le64,
     link::GateClosed,
     nsdisk::{Ns, NsPassthru, NsSet, Revalidated},
 };
@@ -161,21 +162,6 @@ pub(crate) const MAX_DATA: usize = 256 * 1024;
 const MAX_PAGES: usize = MAX_DATA / PAGE_SIZE;
 const ZEROES: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
 
-// Admin opcodes that touch what the driver manages itself (its I/O queues).
-const ADMIN_FORMAT_NVM: u8 = 0x80;
-const ADMIN_SANITIZE: u8 = 0x84;
-// Features the driver or the kernel manages (refused like the C driver does).
-const FEAT_APST: u32 = 0x0c;
-const FEAT_HOST_MEM_BUF: u32 = 0x0d;
-const FEAT_KATO: u32 = 0x0f;
-const FEAT_HOST_BEHAVIOR: u32 = 0x16;
-// Identify CNS values an unprivileged caller may ask for (what the C driver allows).
-const CNS_CS_NS: u32 = 0x05;
-const CNS_CS_CTRL: u32 = 0x06;
-const CNS_NS_CS_INDEP: u32 = 0x08;
-/// Opcodes from here on are vendor specific.
-const VENDOR_START: u8 = 0xc0;
-
 /// The data buffer of passthrough commands and its PRP list.
 struct Bounce {
     data: Coherent<[u8]>,
@@ -189,7 +175,7 @@ impl Bounce {
         // Entry i of the list: page i + 1 of the buffer (page 0 is PRP1).
         for i in 0..MAX_PAGES - 1 {
             let addr = data.dma_address() + ((i + 1) * PAGE_SIZE) as u64;
-            cmd::entry::<u64>(&prp_list, i)?.copy_write(addr.to_le());
+            cmd::entry::<Le64>(&prp_list, i)?.copy_write(Le64::new(addr));
         }
         Ok(Self { data, prp_list })
     }
@@ -517,7 +503,8 @@ impl Passthru {
             .reader()
             .read_slice(&mut raw)?;
         let io = UserIo::read_from_bytes(&raw).map_err(|_| EINVAL)?;
-        if io.flags != 0 || !matches!(io.opcode, cmd::NVM_READ | cmd::NVM_WRITE | NVM_COMPARE) {
+        if io.flags != 0 || !matches!(io.opcode, cmd::NVM_READ | cmd::NVM_WRITE | cmd::NVM_COMPARE)
+        {
             return Err(EINVAL);
         }
         if !capable(Capability::SYS_ADMIN) {
@@ -680,10 +667,6 @@ fn write_result(arg: usize, layout: Layout, result: u32) -> Result {
     .write_slice(bytes)
 }
 
-/// The NVM command set's Read, Write and Compare: their transfer length follows from the
-/// number of blocks in CDW12.
-const NVM_COMPARE: u8 = 0x05;
-
 /// Check a passthrough I/O command for the disk of namespace `nsid` with `len` bytes of data.
 /// The command must name the disk's namespace (the block size below is that namespace's),
 /// and a read, write or compare must move exactly `len` bytes, at most what the bounce buffer
@@ -692,7 +675,7 @@ fn check_io(c: &PassthruCmd, nsid: u32, lba_shift: u32, len: usize) -> Result {
     if c.nsid != nsid || len > MAX_DATA {
         return Err(EINVAL);
     }
-    if matches!(c.opcode, cmd::NVM_READ | cmd::NVM_WRITE | NVM_COMPARE) {
+    if matches!(c.opcode, cmd::NVM_READ | cmd::NVM_WRITE | cmd::NVM_COMPARE) {
         let blocks = (c.cdw10_15[2] & 0xffff) as usize + 1;
         if blocks << lba_shift != len {
             return Err(EINVAL);
@@ -746,7 +729,7 @@ fn completion(status: impl TryInto<u16>, result: impl TryInto<u32>) -> Result<Co
 /// are frozen around it and revalidated after (the C driver's `nvme_known_admin_effects()`:
 /// LBCC and CSE for Format NVM and Sanitize).
 fn changes_namespaces(opcode: u8) -> bool {
-    matches!(opcode, ADMIN_FORMAT_NVM | ADMIN_SANITIZE)
+    matches!(opcode, cmd::ADMIN_FORMAT_NVM | cmd::ADMIN_SANITIZE)
 }
 
 /// Check a passthrough admin command as the C driver does, and build it.
@@ -772,16 +755,16 @@ fn check_admin(c: &PassthruCmd) -> Result<Sqe> {
 /// features for nobody, the rest for CAP_SYS_ADMIN.
 fn admin_allowed(c: &PassthruCmd) -> bool {
     let cdw10 = c.cdw10_15[0];
-    if c.opcode < VENDOR_START {
+    if c.opcode < cmd::ADMIN_VENDOR_START {
         match c.opcode {
             cmd::ADMIN_IDENTIFY => {
                 if matches!(
                     cdw10 & 0xff,
                     cmd::CNS_NAMESPACE
                         | cmd::CNS_CONTROLLER
-                        | CNS_CS_NS
-                        | CNS_CS_CTRL
-                        | CNS_NS_CS_INDEP
+                        | cmd::CNS_CS_NS
+                        | cmd::CNS_CS_CTRL
+                        | cmd::CNS_NS_CS_INDEP
                 ) {
                     return true;
                 }
@@ -790,10 +773,10 @@ fn admin_allowed(c: &PassthruCmd) -> bool {
                 if matches!(
                     cdw10 & 0xff,
                     cmd::FEAT_NUM_QUEUES
-                        | FEAT_APST
-                        | FEAT_HOST_MEM_BUF
-                        | FEAT_KATO
-                        | FEAT_HOST_BEHAVIOR
+                        | cmd::FEAT_APST
+                        | cmd::FEAT_HOST_MEM_BUF
+                        | cmd::FEAT_KATO
+                        | cmd::FEAT_HOST_BEHAVIOR
                 ) {
                     return false;
                 }

@@ -24,7 +24,7 @@ use kernel::{
     },
     device::Device,
     fmt,
-    io::io_read,
+    io::{io_project, Io},
     prelude::*,
     sync::{aref::ARef, Arc, ArcBorrow},
     time::Delta,
@@ -282,7 +282,7 @@ impl Namespaces {
             .identify::<NsList, _>(&ctrl.regs, 0, cmd::CNS_ACTIVE_NS_LIST, |list| {
                 let mut ids = KVec::new();
                 for i in 0..NS_LIST_ENTRIES {
-                    let nsid: u32 = io_read!(list, .0[try: i]);
+                    let nsid = io_project!(list, .0[try: i]).copy_read().get();
                     if nsid == 0 {
                         break;
                     }
