@@ -345,7 +345,7 @@ impl Passthru {
         timeout: Option<Delta>,
     ) -> Result<Completion> {
         // No scan meanwhile (C's `scan_lock`).
-        let _scan = self.list.scan_lock();
+        let scan = self.list.scan_lock();
         let all = self.list.namespaces()?;
         let (mut held, mut disks) = (KVec::new(), KVec::new());
         for ns in all.iter() {
@@ -373,10 +373,13 @@ impl Passthru {
             return outcome;
         }
         let unusable = self.revalidate_all(&all, &held, on_ns);
-        // Thawed, their formats released, then the unusable ones removed.
+        // Thawed, their formats released, then the unusable ones removed, once the scan lock
+        // is released: a removal waits for the calls on the namespace's generic device, and
+        // one may wait for that lock.
         drop(frozen);
         drop(disks);
         drop(held);
+        drop(scan);
         for nsid in unusable? {
             self.list.retire(nsid, "namespace not usable");
         }

@@ -247,21 +247,30 @@ impl Namespaces {
     /// (see [`NsSet::revalidate`]), and add one for every active namespace without one (if its
     /// format is supported). One scan at a time; the list is locked only to add or remove.
     pub(crate) fn scan(&self) -> Result {
+        let mut gone = KVec::new();
+        let scanned = self.scan_locked(&mut gone);
+        // Removed once the scan lock is released: a removal waits for the calls on the
+        // namespace's generic device, and one may wait for that lock (a Format NVM).
+        for (nsid, why) in gone {
+            self.list.retire(nsid, why);
+        }
+        scanned
+    }
+
+    /// The scan, under the scan lock; the namespaces to remove, and why, go to `gone`.
+    fn scan_locked(&self, gone: &mut KVec<(u32, &'static str)>) -> Result {
         let _scan = self.list.scan_lock();
         let active = self.active_nsids()?;
         for ns in self.list.namespaces()? {
             let nsid = ns.shape.nsid;
-            let why = if !active.contains(&nsid) {
-                "namespace gone"
-            } else if self.list.revalidate(&ns, None) != Revalidated::Unusable {
-                continue;
-            } else {
-                "namespace not usable"
-            };
-            self.list.retire(nsid, why);
+            if !active.contains(&nsid) {
+                gone.push((nsid, "namespace gone"), GFP_KERNEL)?;
+            } else if self.list.revalidate(&ns, None) == Revalidated::Unusable {
+                gone.push((nsid, "namespace not usable"), GFP_KERNEL)?;
+            }
         }
         for &nsid in active.iter() {
-            if self.list.contains(nsid) {
+            if self.list.contains(nsid) || gone.iter().any(|&(n, _)| n == nsid) {
                 continue;
             }
             let Some(format) = self.ctrl.identify_ns(&self.parent, nsid)? else {
