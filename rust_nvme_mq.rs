@@ -172,10 +172,11 @@
 //! | module | what it holds |
 //! |---|---|
 //! | **hardware** | |
-//! | `regs` | controller registers (CAP, CC, CSTS with its shutdown status, ...) and doorbells |
-//! | `sgl` | SGL descriptors of a transfer |
+//! | `le` | little-endian field types of what the controller reads and writes in memory |
+//! | `regs` | controller registers, typed with `register!` (CAP, CC, CSTS with its shutdown status, AQA, ASQ, ACQ, ...) and doorbells (CAP.DSTRD's stride) |
 //! | `prp` | PRP entries and lists of a transfer |
-//! | `cmd` | command, completion and Identify layouts; completion status to errno |
+//! | `cmd` | the NVMe specification as types: opcodes, command (with per-command constructors, the only place a command's fields are packed), completion, SGL descriptor, Identify and log page layouts, asynchronous events, status codes; completion status to errno |
+//! | `sgl` | the SGL of a transfer (its descriptors from `cmd`) |
 //! | `transfer` | how a controller's transfers are described (MDTS, PRPs or SGLs) and each slot's list page |
 //! | `request` | `NvmeOps` (the request type), request to command (the only place), completion to result (a passthrough request keeps status and result in its own data) |
 //! | `queue` | `IoQueue`: one queue pair's rings, command slots, submission into a slot, reaping |
@@ -188,16 +189,17 @@
 //! | `hotplug`, `debugfs` | the CPU hotplug callbacks, the debugfs files |
 //! | **namespaces** | |
 //! | `ident` | namespace identifiers and the disk attributes that show them |
-//! | `link` | `Link`: what a character device's open files reach, cut when the device goes |
-//! | `nsdisk` | `NsDisk` (a namespace's disk, generic device, format) and `NsSet`, the disks of a controller: the one revalidation, the one removal |
-//! | `ioctl` | `Passthru`: the admin and I/O passthrough ioctls and their bounce buffer, io_uring passthrough commands |
+//! | `link` | `Link`: what a character device's open files (or a namespace's commands) reach, cut when it goes; `Gate`: calls side by side until something must change under them |
+//! | `nsdisk` | `Ns`, the refcounted namespace object (C's `nvme_ns`: format, identity, its disk's link, its passthrough; the disk's queue data, what its generic device's files reach), `NsDisk` (what the list owns of it: disk, generic device) and `NsSet`, the namespaces of a controller: the one revalidation, the one removal, locked only to add or remove |
+//! | `ioctl` | `Passthru`: the admin and I/O passthrough ioctls and their bounce buffer, io_uring passthrough commands; the namespaces' `NsPassthru` |
 //! | `generic` | `/dev/rng<C>n<N>`: a namespace's generic device (its ioctls, io_uring commands and polling) |
-//! | `ns` | blk-mq callbacks of the disks, their tag set, `Namespaces`: the one namespace scan (probe, rescan, events), the controller's `CtrlEvents` |
+//! | `ns` | blk-mq callbacks of the disks (queue data: `Ns`), their tag set, `Namespaces`: the one namespace scan (probe, rescan, events; one at a time), the controller's `CtrlEvents` |
 //! | `rescan` | `NVME_IOCTL_RESCAN` |
 //! | `chardev` | `/dev/rnvme<C>`: the controller's character device |
 //!
 //! The crate root checks the parameters, brings the controller up step by step in `probe`
-//! and owns what a bound controller holds (`NvmeDevice`).
+//! and owns what a bound controller holds (`NvmeDevice`, whose drop is the one teardown, of
+//! an unbind and of a probe that fails after its disks were added).
 //!
 //! A block request goes one way: `NvmeOps::queue_rq` (`ns`) checks the controller's state and
 //! hands it to `QueueSet::submit`, which picks the queue (home, then lending ones) and calls
@@ -242,6 +244,8 @@ mod hotplug;
 mod ident;
 #[path = "rust_nvme_mq/ioctl.rs"]
 mod ioctl;
+#[path = "rust_nvme_mq/le.rs"]
+mod le;
 #[path = "rust_nvme_mq/link.rs"]
 mod link;
 #[path = "rust_nvme_mq/ns.rs"]
@@ -345,6 +349,11 @@ module! {
             description: "How many times an I/O command that failed without Do Not Retry is sent again (0..=255)",
             perm: 0o444,
         },
+        fail_probe_late: bool {
+            default: false,
+            description: "For tests: fail the probe once its disks are added and its asynchronous events started (what it set up must be taken down again)",
+            perm: 0o444,
+        },
         sgl_threshold: u32 {
             default: 32768,
             description: "Use SGLs when the average segment size of a request is this many bytes or more (0: only for requests PRPs cannot describe), on controllers that support them",
@@ -365,11 +374,13 @@ const MAX_RETRIES: u32 = 255;
 /// Set by a probe that failed because of a module parameter, so that insmod fails.
 static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
 
-/// A bound NVMe controller. When dropped, the controller stops resets and removes its disks
-/// first (which waits for their requests), then the fields are dropped in order: the CPU
-/// hotplug callbacks, the character device, the debugfs files, then the controller (the last
-/// reference to it unless a file of the character device is still open: it is shut down before
-/// its queue memory goes), then the interrupts and the I/O queue memory they reap.
+/// A bound NVMe controller (see docs/design.md, "Ownership and teardown order"). When dropped
+/// (at an unbind, or when the probe fails once it exists), the controller stops resets and
+/// has the namespace layer remove its disks first (which waits for their requests), and the
+/// character device's link is cut; then the fields are dropped in order: the CPU hotplug
+/// callbacks, the character device, the debugfs files, then the controller (the last reference
+/// to it unless a file of the character device is still open: it is shut down before its queue
+/// memory goes), then the interrupts and the I/O queue memory they reap.
 struct NvmeDevice {
     _hotplug: hotplug::Hotplug,
     _chardev: chardev::Chardev,
@@ -426,7 +437,7 @@ fn map_controller(pdev: &pci::Device<Core<'_>>) -> Result<Arc<Regs>> {
     // order of `NvmeDevice`, and only by it: the coherent rings (with the admin queue's
     // Identify buffer), PRP lists and request mappings (`DmaMapping`) all live in the `Ctrl`'s
     // queues, which only `NvmeDevice` and what it owns reach: the disks (queue data
-    // `Namespace`), the character device's `Namespaces` and `Passthru`, the IRQ handlers
+    // `Ns`), the character device's `Namespaces` and `Passthru`, the IRQ handlers
     // (`CqIrq`), the hotplug and debugfs entries and the reset/rescan work.
     // `NvmeDevice::drop` runs at unbind, before the driver core releases the binding: it
     // stops resets, removes the disks (waiting for their requests) and cuts the character
@@ -617,20 +628,31 @@ fn build_disk(
     builder: GenDiskBuilder,
     name: fmt::Arguments<'_>,
     tagset: Arc<TagSet<NvmeOps>>,
-    ns: Arc<ns::Namespace>,
+    ns: Arc<nsdisk::Ns>,
 ) -> Result<GenDisk<NvmeOps>> {
     builder.build_owned::<RustNvmeMq, _>(name, tagset, ns)
 }
 
-/// Add the disks of the controller's namespaces (the namespace scan) to their list, which
-/// the controller tells to remove them when it dies or goes. Nothing may fail after that: only
-/// `NvmeDevice`'s drop (the controller's removal) takes them back.
-fn add_disks(ctrl: &Ctrl, namespaces: &Arc<Namespaces>) -> Result {
-    let mut disks = KVec::new();
-    let mut gone = KVec::new();
-    namespaces.scan(&mut disks, &mut gone)?;
-    namespaces.list.set(disks);
-    ctrl.set_events(namespaces.clone());
+/// The namespace layer of controller `ctrl` (no disk yet): its list, passthrough and what
+/// its disks are made of.
+fn namespace_layer(
+    ctrl: &Arc<Ctrl>,
+    info: CtrlInfo,
+    io_timeout: Delta,
+    dev: &device::Device<device::Bound>,
+) -> Result<Arc<Namespaces>> {
+    let list = NsSet::new(ctrl.clone(), dev)?;
+    let passthru = ioctl::Passthru::new(list.clone(), info.transfer.sgl, dev)?;
+    let namespaces = Namespaces::new(list, passthru, info, io_timeout, dev, build_disk)?;
+    Ok(Arc::new(namespaces, GFP_KERNEL)?)
+}
+
+/// `fail_probe_late`: fail here (`EIO`), for tests.
+fn fail_late() -> Result {
+    if module_parameters::fail_probe_late.value() {
+        pr_warn!("fail_probe_late: failing the probe\n");
+        return Err(EIO);
+    }
     Ok(())
 }
 
@@ -670,22 +692,30 @@ impl NvmeDevice {
             admin_work.clone(),
         )?;
         announce(pdev, &regs, &ctrl, &info);
-        let list = NsSet::new(ctrl.clone(), dev)?;
-        let passthru = ioctl::Passthru::new(list.clone(), info.transfer.sgl, dev)?;
-        let namespaces = Namespaces::new(list, passthru, info, params.io_timeout, dev, build_disk)?;
-        let namespaces = Arc::new(namespaces, GFP_KERNEL)?;
+        let namespaces = namespace_layer(&ctrl, info, params.io_timeout, dev)?;
         let chardev = chardev::register(namespaces.clone(), dev)?;
         let hotplug = hotplug::register(dev, ctrl.clone(), params.io_timeout)?;
-        add_disks(&ctrl, &namespaces)?;
-        aen::Aen::start(ctrl.clone(), &admin_work)?;
-        Ok(Self {
+        Self {
             _hotplug: hotplug,
             _chardev: chardev,
-            _debugfs: debugfs::CtrlDebugfs::new(&ctrl).ok(),
+            _debugfs: None,
             ctrl,
             _irqs: irqs,
             _index: index,
-        })
+        }
+        .start(&namespaces, &admin_work)
+    }
+
+    /// Add the disks (the namespace scan), start the asynchronous events and add the debugfs
+    /// files. A failure drops `self`, which removes the controller as an unbind does: its
+    /// events, set before the first disk is added, have the disks removed first.
+    fn start(mut self, namespaces: &Arc<Namespaces>, admin_work: &Arc<AdminWork>) -> Result<Self> {
+        self.ctrl.set_events(namespaces.clone());
+        namespaces.scan()?;
+        aen::Aen::start(self.ctrl.clone(), admin_work)?;
+        fail_late()?;
+        self._debugfs = debugfs::CtrlDebugfs::new(&self.ctrl).ok();
+        Ok(self)
     }
 }
 

@@ -26,30 +26,6 @@ use kernel::{
     },
 };
 
-/// Asynchronous event types (bits 2:0 of the completion's dword 0).
-const TYPE_ERROR: u32 = 0;
-const TYPE_SMART: u32 = 1;
-const TYPE_NOTICE: u32 = 2;
-/// Notice: namespace attribute changed (a namespace attached, detached, resized, formatted).
-const NOTICE_NS_CHANGED: u32 = 0;
-/// Status code of a request beyond the controller's limit (AERL): it is not re-armed.
-const SC_AER_LIMIT: u16 = 0x105;
-
-/// SMART / Health Information log (the fields read here).
-#[repr(C)]
-#[derive(FromBytes, IntoBytes)]
-struct SmartLog {
-    critical_warning: u8,
-    /// Composite temperature, in Kelvin.
-    temperature: [u8; 2],
-    rest: [u8; 4093],
-}
-
-/// A log page read only to clear its event.
-#[repr(C)]
-#[derive(FromBytes, IntoBytes)]
-struct AnyLog([u8; 4096]);
-
 /// The asynchronous event handling of a controller, run by its [`AdminWork`].
 #[pin_data]
 pub(crate) struct Aen {
@@ -116,7 +92,7 @@ impl Aen {
                         ctrl.index,
                         status
                     );
-                    state.refused = status & cmd::STATUS_SCT_SC_MASK == SC_AER_LIMIT;
+                    state.refused = status & cmd::STATUS_SCT_SC_MASK == cmd::SC_AER_LIMIT;
                 }
                 // Lost in a reset: the controller forgot the configuration too.
                 Ok(Some(Outcome::Lost)) => state.enabled = false,
@@ -153,7 +129,7 @@ impl Aen {
     fn handle(&self, result: u32) {
         let ctrl = &self.ctrl;
         let cmd::AsyncEvent { kind, info, lid } = result.into();
-        if kind == TYPE_SMART {
+        if kind == cmd::AER_TYPE_SMART {
             self.smart_event(info, lid);
             return;
         }
@@ -161,9 +137,9 @@ impl Aen {
         // clears the event.
         let cleared = ctrl
             .live_admin()
-            .and_then(|mut a| a.get_log_page::<AnyLog, _>(&ctrl.regs, lid, false, |_| Ok(())));
+            .and_then(|mut a| a.get_log_page::<cmd::AnyLog, _>(&ctrl.regs, lid, false, |_| Ok(())));
         match (kind, info) {
-            (TYPE_NOTICE, NOTICE_NS_CHANGED) => {
+            (cmd::AER_TYPE_NOTICE, cmd::AER_NOTICE_NS_CHANGED) => {
                 pr_info!(
                     "rnvme{}: namespace attributes changed, rescanning\n",
                     ctrl.index
@@ -176,7 +152,7 @@ impl Aen {
                     );
                 }
             }
-            (TYPE_ERROR, _) if self.first(kind, info) => {
+            (cmd::AER_TYPE_ERROR, _) if self.first(kind, info) => {
                 pr_err!("rnvme{}: controller error event {:#x}\n", ctrl.index, info);
             }
             _ => pr_info!("rnvme{}: asynchronous event {:#x}\n", ctrl.index, result),
@@ -188,12 +164,12 @@ impl Aen {
     fn smart_event(&self, info: u32, lid: u8) {
         let ctrl = &self.ctrl;
         let temperature = ctrl.live_admin().and_then(|mut a| {
-            a.get_log_page::<SmartLog, _>(&ctrl.regs, lid, false, |log| {
+            a.get_log_page::<cmd::SmartLog, _>(&ctrl.regs, lid, false, |log| {
                 let t: [u8; 2] = kernel::io::io_project!(log, .temperature).copy_read();
                 Ok(u16::from_le_bytes(t))
             })
         });
-        if !self.first(TYPE_SMART, info) {
+        if !self.first(cmd::AER_TYPE_SMART, info) {
             return;
         }
         let what = match info {

@@ -6,7 +6,7 @@
 //! Queue and Identify memory is DMA coherent memory of bytes; entries are views of it cast to
 //! these `#[repr(C)]` types and read or written field by field, with checked indexes.
 
-use crate::sgl::SglDesc;
+use crate::le::{Le16, Le32, Le64};
 use core::mem::size_of;
 use kernel::{
     dma::{Coherent, CoherentView},
@@ -14,34 +14,71 @@ use kernel::{
     prelude::*,
 };
 
-// Admin opcodes.
-pub(crate) const ADMIN_DELETE_SQ: u8 = 0x00;
-pub(crate) const ADMIN_CREATE_SQ: u8 = 0x01;
-pub(crate) const ADMIN_DELETE_CQ: u8 = 0x04;
-pub(crate) const ADMIN_CREATE_CQ: u8 = 0x05;
-pub(crate) const ADMIN_IDENTIFY: u8 = 0x06;
-pub(crate) const ADMIN_ABORT: u8 = 0x08;
-pub(crate) const ADMIN_SET_FEATURES: u8 = 0x09;
-const ADMIN_GET_LOG_PAGE: u8 = 0x02;
-const ADMIN_ASYNC_EVENT: u8 = 0x0c;
+/// Admin command opcodes.
+#[repr(u8)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum AdminOpcode {
+    DeleteSq = 0x00,
+    CreateSq = 0x01,
+    GetLogPage = 0x02,
+    DeleteCq = 0x04,
+    CreateCq = 0x05,
+    Identify = 0x06,
+    Abort = 0x08,
+    SetFeatures = 0x09,
+    AsyncEvent = 0x0c,
+    FormatNvm = 0x80,
+    Sanitize = 0x84,
+}
 
-// NVM opcodes.
-pub(crate) const NVM_FLUSH: u8 = 0x00;
-pub(crate) const NVM_WRITE: u8 = 0x01;
-pub(crate) const NVM_READ: u8 = 0x02;
-pub(crate) const NVM_WRITE_ZEROES: u8 = 0x08;
-pub(crate) const NVM_DSM: u8 = 0x09;
+/// NVM command set opcodes.
+#[repr(u8)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum NvmOpcode {
+    Flush = 0x00,
+    Write = 0x01,
+    Read = 0x02,
+    Compare = 0x05,
+    WriteZeroes = 0x08,
+    Dsm = 0x09,
+}
+
+// The opcodes as the bytes a command holds, to match a command's opcode against.
+pub(crate) const ADMIN_DELETE_SQ: u8 = AdminOpcode::DeleteSq as u8;
+pub(crate) const ADMIN_CREATE_SQ: u8 = AdminOpcode::CreateSq as u8;
+pub(crate) const ADMIN_DELETE_CQ: u8 = AdminOpcode::DeleteCq as u8;
+pub(crate) const ADMIN_CREATE_CQ: u8 = AdminOpcode::CreateCq as u8;
+pub(crate) const ADMIN_IDENTIFY: u8 = AdminOpcode::Identify as u8;
+pub(crate) const ADMIN_SET_FEATURES: u8 = AdminOpcode::SetFeatures as u8;
+pub(crate) const ADMIN_FORMAT_NVM: u8 = AdminOpcode::FormatNvm as u8;
+pub(crate) const ADMIN_SANITIZE: u8 = AdminOpcode::Sanitize as u8;
+/// Admin opcodes from here on are vendor specific.
+pub(crate) const ADMIN_VENDOR_START: u8 = 0xc0;
+pub(crate) const NVM_FLUSH: u8 = NvmOpcode::Flush as u8;
+pub(crate) const NVM_WRITE: u8 = NvmOpcode::Write as u8;
+pub(crate) const NVM_READ: u8 = NvmOpcode::Read as u8;
+pub(crate) const NVM_COMPARE: u8 = NvmOpcode::Compare as u8;
+pub(crate) const NVM_WRITE_ZEROES: u8 = NvmOpcode::WriteZeroes as u8;
+pub(crate) const NVM_DSM: u8 = NvmOpcode::Dsm as u8;
 
 /// Identify CNS values.
 pub(crate) const CNS_NAMESPACE: u32 = 0x00;
 pub(crate) const CNS_CONTROLLER: u32 = 0x01;
 pub(crate) const CNS_ACTIVE_NS_LIST: u32 = 0x02;
 pub(crate) const CNS_NS_DESC_LIST: u32 = 0x03;
+pub(crate) const CNS_CS_NS: u32 = 0x05;
+pub(crate) const CNS_CS_CTRL: u32 = 0x06;
+pub(crate) const CNS_NS_CS_INDEP: u32 = 0x08;
 
 /// Feature: Number of Queues.
 pub(crate) const FEAT_NUM_QUEUES: u32 = 0x07;
 /// Feature: Asynchronous Event Configuration.
 const FEAT_ASYNC_EVENT_CONFIG: u32 = 0x0b;
+// Features the driver or the kernel manages.
+pub(crate) const FEAT_APST: u32 = 0x0c;
+pub(crate) const FEAT_HOST_MEM_BUF: u32 = 0x0d;
+pub(crate) const FEAT_KATO: u32 = 0x0f;
+pub(crate) const FEAT_HOST_BEHAVIOR: u32 = 0x16;
 /// Asynchronous Event Configuration: every SMART/health critical warning (bits 7:0) and
 /// Namespace Attribute Notices (bit 8).
 pub(crate) const AEC_SMART_AND_NS_ATTR: u32 = 0xff | (1 << 8);
@@ -61,33 +98,79 @@ pub(crate) const DSM_DEALLOCATE: u32 = 1 << 2;
 const PSDT_SGL: u8 = 0b01 << 6;
 const PSDT_MASK: u8 = 0b11 << 6;
 
+/// 64-bit words of an SGL descriptor.
+pub(crate) const SGL_DESC_WORDS: usize = 2;
+
+/// SGL descriptor type (bits 7:4 of byte 15) and subtype (bits 3:0, 0: address).
+const SGL_DATA_BLOCK: u8 = 0x0 << 4;
+const SGL_LAST_SEGMENT: u8 = 0x3 << 4;
+
+/// An SGL descriptor (16 bytes): address, length in bytes, type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SglDesc {
+    pub(crate) addr: u64,
+    pub(crate) len: u32,
+    kind: u8,
+}
+
+impl SglDesc {
+    /// A Data Block descriptor: `len` bytes at bus address `addr`.
+    pub(crate) const fn data_block(addr: u64, len: u32) -> Self {
+        Self {
+            addr,
+            len,
+            kind: SGL_DATA_BLOCK,
+        }
+    }
+
+    /// A Last Segment descriptor: a list of descriptors, `len` bytes at bus address `addr`.
+    pub(crate) const fn last_segment(addr: u64, len: u32) -> Self {
+        Self {
+            addr,
+            len,
+            kind: SGL_LAST_SEGMENT,
+        }
+    }
+
+    /// The descriptor as two words, each written little-endian: the address, then the length
+    /// in bytes 8 to 11 and the type in byte 15.
+    pub(crate) fn words(&self) -> [u64; 2] {
+        [self.addr, u64::from(self.len) | u64::from(self.kind) << 56]
+    }
+}
+
 /// A submission queue entry (64 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Default, FromBytes, IntoBytes)]
 pub(crate) struct Sqe {
     opcode: u8,
     flags: u8,
-    cid: u16,
-    nsid: u32,
-    cdw2: u32,
-    cdw3: u32,
-    mptr: u64,
-    prp1: u64,
-    prp2: u64,
-    cdw10: u32,
-    cdw11: u32,
-    cdw12: u32,
-    cdw13: u32,
-    cdw14: u32,
-    cdw15: u32,
+    cid: Le16,
+    nsid: Le32,
+    cdw2: Le32,
+    cdw3: Le32,
+    mptr: Le64,
+    prp1: Le64,
+    prp2: Le64,
+    cdw10: Le32,
+    cdw11: Le32,
+    cdw12: Le32,
+    cdw13: Le32,
+    cdw14: Le32,
+    cdw15: Le32,
 }
 
 impl Sqe {
+    /// Admin command `opcode` for namespace `nsid`.
+    fn admin(opcode: AdminOpcode, nsid: u32) -> Self {
+        Self::new(opcode as u8, nsid)
+    }
+
     /// A command with `opcode` for namespace `nsid`.
     pub(crate) fn new(opcode: u8, nsid: u32) -> Self {
         Self {
             opcode,
-            nsid,
+            nsid: nsid.into(),
             ..Self::default()
         }
     }
@@ -98,12 +181,16 @@ impl Sqe {
 
     /// Set the command identifier.
     pub(crate) fn set_cid(&mut self, cid: u16) {
-        self.cid = cid;
+        self.cid = cid.into();
     }
 
     /// Set the data pointer.
     pub(crate) fn prps(self, prp1: u64, prp2: u64) -> Self {
-        Self { prp1, prp2, ..self }
+        Self {
+            prp1: prp1.into(),
+            prp2: prp2.into(),
+            ..self
+        }
     }
 
     /// Set the data pointer to an SGL descriptor.
@@ -111,8 +198,8 @@ impl Sqe {
         let [prp1, prp2] = desc.words();
         Self {
             flags: self.flags | PSDT_SGL,
-            prp1,
-            prp2,
+            prp1: prp1.into(),
+            prp2: prp2.into(),
             ..self
         }
     }
@@ -123,29 +210,38 @@ impl Sqe {
     }
 
     pub(crate) fn cdw10(self, cdw10: u32) -> Self {
-        Self { cdw10, ..self }
+        Self {
+            cdw10: cdw10.into(),
+            ..self
+        }
     }
 
     pub(crate) fn cdw11(self, cdw11: u32) -> Self {
-        Self { cdw11, ..self }
+        Self {
+            cdw11: cdw11.into(),
+            ..self
+        }
     }
 
     pub(crate) fn cdw12(self, cdw12: u32) -> Self {
-        Self { cdw12, ..self }
+        Self {
+            cdw12: cdw12.into(),
+            ..self
+        }
     }
 
     /// Set the command specific dwords 2, 3 and 10 to 15 (passthrough from user space).
     pub(crate) fn dwords(self, cdw2: u32, cdw3: u32, cdw10_15: [u32; 6]) -> Self {
         let [cdw10, cdw11, cdw12, cdw13, cdw14, cdw15] = cdw10_15;
         Self {
-            cdw2,
-            cdw3,
-            cdw10,
-            cdw11,
-            cdw12,
-            cdw13,
-            cdw14,
-            cdw15,
+            cdw2: cdw2.into(),
+            cdw3: cdw3.into(),
+            cdw10: cdw10.into(),
+            cdw11: cdw11.into(),
+            cdw12: cdw12.into(),
+            cdw13: cdw13.into(),
+            cdw14: cdw14.into(),
+            cdw15: cdw15.into(),
             ..self
         }
     }
@@ -157,20 +253,22 @@ impl Sqe {
 
     /// Identify `cns` of namespace `nsid` (data pointer to be set).
     pub(crate) fn identify(nsid: u32, cns: u32) -> Self {
-        Self::new(ADMIN_IDENTIFY, nsid).cdw10(cns)
+        Self::admin(AdminOpcode::Identify, nsid).cdw10(cns)
     }
 
     /// Get Log Page `lid`, `dwords` dwords of it (for every namespace; data pointer to be
     /// set); `rae`: Retain Asynchronous Event.
     pub(crate) fn get_log_page(lid: u8, rae: bool, dwords: u32) -> Self {
         let numdl = (dwords - 1) & 0xffff;
-        Self::new(ADMIN_GET_LOG_PAGE, 0xffff_ffff)
+        Self::admin(AdminOpcode::GetLogPage, 0xffff_ffff)
             .cdw10(u32::from(lid) | (u32::from(rae) << 15) | (numdl << 16))
     }
 
     /// Set Features `fid` to `value` (dword 11).
     pub(crate) fn set_features(fid: u32, value: u32) -> Self {
-        Self::new(ADMIN_SET_FEATURES, 0).cdw10(fid).cdw11(value)
+        Self::admin(AdminOpcode::SetFeatures, 0)
+            .cdw10(fid)
+            .cdw11(value)
     }
 
     /// Set Features, Number of Queues: `want` submission and completion queues (1..=65535).
@@ -186,14 +284,14 @@ impl Sqe {
 
     /// Asynchronous Event Request.
     pub(crate) fn async_event() -> Self {
-        Self::new(ADMIN_ASYNC_EVENT, 0)
+        Self::admin(AdminOpcode::AsyncEvent, 0)
     }
 
     /// Create I/O Completion Queue `qid` of `depth` entries at `addr` (physically contiguous),
     /// interrupting on `vector`, or without interrupts (`None`).
     pub(crate) fn create_cq(qid: u16, depth: u16, addr: u64, vector: Option<u32>) -> Self {
         let irq = vector.map_or(0, |v| CQ_IRQ_ENABLED | (v << 16));
-        Self::new(ADMIN_CREATE_CQ, 0)
+        Self::admin(AdminOpcode::CreateCq, 0)
             .prps(addr, 0)
             .cdw10(queue_id_size(qid, depth))
             .cdw11(QUEUE_PHYS_CONTIG | irq)
@@ -202,7 +300,7 @@ impl Sqe {
     /// Create I/O Submission Queue `qid` of `depth` entries at `addr` (physically
     /// contiguous), completing on completion queue `qid`.
     pub(crate) fn create_sq(qid: u16, depth: u16, addr: u64) -> Self {
-        Self::new(ADMIN_CREATE_SQ, 0)
+        Self::admin(AdminOpcode::CreateSq, 0)
             .prps(addr, 0)
             .cdw10(queue_id_size(qid, depth))
             .cdw11(QUEUE_PHYS_CONTIG | (u32::from(qid) << 16))
@@ -210,17 +308,17 @@ impl Sqe {
 
     /// Delete I/O Submission Queue `qid`.
     pub(crate) fn delete_sq(qid: u16) -> Self {
-        Self::new(ADMIN_DELETE_SQ, 0).cdw10(qid.into())
+        Self::admin(AdminOpcode::DeleteSq, 0).cdw10(qid.into())
     }
 
     /// Delete I/O Completion Queue `qid`.
     pub(crate) fn delete_cq(qid: u16) -> Self {
-        Self::new(ADMIN_DELETE_CQ, 0).cdw10(qid.into())
+        Self::admin(AdminOpcode::DeleteCq, 0).cdw10(qid.into())
     }
 
     /// Abort command `cid` of submission queue `qid`.
     pub(crate) fn abort(qid: u16, cid: u16) -> Self {
-        Self::new(ADMIN_ABORT, 0).cdw10(u32::from(qid) | (u32::from(cid) << 16))
+        Self::admin(AdminOpcode::Abort, 0).cdw10(u32::from(qid) | (u32::from(cid) << 16))
     }
 
     /// A read, write or compare (`opcode`) of namespace `nsid` as `struct nvme_user_io`
@@ -254,8 +352,8 @@ impl Sqe {
     pub(crate) fn describe(&self) -> Described {
         let (lba, blocks) = match self.opcode {
             NVM_READ | NVM_WRITE | NVM_WRITE_ZEROES => (
-                u64::from(self.cdw10) | (u64::from(self.cdw11) << 32),
-                (self.cdw12 & 0xffff) + 1,
+                u64::from(self.cdw10.get()) | (u64::from(self.cdw11.get()) << 32),
+                (self.cdw12.get() & 0xffff) + 1,
             ),
             _ => (0, 0),
         };
@@ -292,6 +390,30 @@ pub(crate) fn granted_queues(result: u32, want: u32) -> u32 {
 pub(crate) fn dsm_range(lba: u64, blocks: u32) -> [u64; 2] {
     [u64::from(blocks) << 32, lba]
 }
+
+/// Asynchronous event types (bits 2:0 of the completion's dword 0).
+pub(crate) const AER_TYPE_ERROR: u32 = 0;
+pub(crate) const AER_TYPE_SMART: u32 = 1;
+pub(crate) const AER_TYPE_NOTICE: u32 = 2;
+/// Notice: namespace attribute changed (a namespace attached, detached, resized, formatted).
+pub(crate) const AER_NOTICE_NS_CHANGED: u32 = 0;
+/// Status code of an Asynchronous Event Request beyond the controller's limit (AERL).
+pub(crate) const SC_AER_LIMIT: u16 = 0x105;
+
+/// SMART / Health Information log (the fields read here).
+#[repr(C)]
+#[derive(FromBytes, IntoBytes)]
+pub(crate) struct SmartLog {
+    pub(crate) critical_warning: u8,
+    /// Composite temperature, in Kelvin: a little-endian 16-bit value at an odd offset.
+    pub(crate) temperature: [u8; 2],
+    rest: [u8; 4093],
+}
+
+/// A log page read only to clear its event.
+#[repr(C)]
+#[derive(FromBytes, IntoBytes)]
+pub(crate) struct AnyLog([u8; 4096]);
 
 /// An asynchronous event, as dword 0 of an Asynchronous Event Request's completion says it.
 pub(crate) struct AsyncEvent {
@@ -362,13 +484,13 @@ impl kernel::fmt::Display for StatusText {
 #[derive(Clone, Copy, Default, FromBytes, IntoBytes)]
 pub(crate) struct Cqe {
     /// Command specific result (dword 0).
-    result: u32,
-    rsvd: u32,
-    sq_head: u16,
-    sq_id: u16,
-    cid: u16,
+    result: Le32,
+    rsvd: Le32,
+    sq_head: Le16,
+    sq_id: Le16,
+    cid: Le16,
     /// Bit 0: phase tag; bits 15:1: status field.
-    status: u16,
+    status: Le16,
 }
 
 /// How a command completed: its status field (0: success) and dword 0 of its completion
@@ -406,15 +528,15 @@ pub(crate) fn write_sqe(ring: &Coherent<[u8]>, index: u16, sqe: Sqe) -> Result {
 pub(crate) fn read_cqe(ring: &Coherent<[u8]>, index: u16, phase: bool) -> Result<Option<CqEntry>> {
     let cqe = entry::<Cqe>(ring, usize::from(index))?;
     // The status word first: the rest is only valid once its phase tag has flipped.
-    let status: u16 = kernel::io::io_read!(cqe, .status);
+    let status = io_project!(cqe, .status).copy_read().get();
     if (status & 1 != 0) != phase {
         return Ok(None);
     }
     Ok(Some(CqEntry {
-        cid: kernel::io::io_read!(cqe, .cid),
+        cid: io_project!(cqe, .cid).copy_read().get(),
         done: Completion {
             status: status >> 1,
-            result: kernel::io::io_read!(cqe, .result),
+            result: io_project!(cqe, .result).copy_read().get(),
         },
     }))
 }
@@ -444,8 +566,8 @@ pub(crate) const IDENTIFY_SIZE: usize = 4096;
 #[derive(FromBytes, IntoBytes)]
 pub(crate) struct IdCtrl {
     /// PCI Vendor ID.
-    pub(crate) vid: u16,
-    ssvid: u16,
+    pub(crate) vid: Le16,
+    ssvid: Le16,
     /// Serial number, ASCII padded with spaces.
     pub(crate) sn: [u8; 20],
     /// Model number, ASCII padded with spaces.
@@ -459,14 +581,14 @@ pub(crate) struct IdCtrl {
     pub(crate) mdts: u8,
     rsvd78: [u8; 442],
     /// Optional NVM Command Support.
-    pub(crate) oncs: u16,
-    fuses: u16,
+    pub(crate) oncs: Le16,
+    fuses: Le16,
     fna: u8,
     /// Volatile Write Cache.
     pub(crate) vwc: u8,
     rsvd526: [u8; 10],
     /// SGL Support.
-    pub(crate) sgls: u32,
+    pub(crate) sgls: Le32,
     rsvd540: [u8; 3556],
 }
 
@@ -482,7 +604,7 @@ pub(crate) const VWC_PRESENT: u8 = 1 << 0;
 #[derive(Clone, Copy, FromBytes, IntoBytes)]
 pub(crate) struct LbaFormat {
     /// Metadata Size in bytes.
-    pub(crate) ms: u16,
+    pub(crate) ms: Le16,
     /// LBA Data Size, as a power of two.
     pub(crate) lbads: u8,
     rp: u8,
@@ -493,9 +615,9 @@ pub(crate) struct LbaFormat {
 #[derive(FromBytes, IntoBytes)]
 pub(crate) struct IdNs {
     /// Namespace Size, in logical blocks.
-    pub(crate) nsze: u64,
-    ncap: u64,
-    nuse: u64,
+    pub(crate) nsze: Le64,
+    ncap: Le64,
+    nuse: Le64,
     nsfeat: u8,
     nlbaf: u8,
     /// Formatted LBA Size: bits 3:0 select the LBA format.
@@ -513,7 +635,7 @@ pub(crate) struct IdNs {
 /// Identify Active Namespace ID list: namespace ids in increasing order, 0 ends the list.
 #[repr(C)]
 #[derive(FromBytes, IntoBytes)]
-pub(crate) struct NsList(pub(crate) [u32; 1024]);
+pub(crate) struct NsList(pub(crate) [Le32; 1024]);
 
 /// Identify Namespace Identification Descriptor list: descriptors of a 4-byte header (type,
 /// length, two reserved bytes) and their identifier, until one of length 0.
@@ -623,11 +745,11 @@ pub(crate) fn ns_format(
     nsid: u32,
     id: CoherentView<'_, IdNs>,
 ) -> Result<Option<NsFormat>> {
-    let nsze: u64 = kernel::io::io_read!(id, .nsze);
+    let nsze = io_project!(id, .nsze).copy_read().get();
     let flbas: u8 = kernel::io::io_read!(id, .flbas);
     let format = usize::from(flbas & 0xf);
     let lba_shift = u32::from(kernel::io::io_read!(id, .lbaf[try: format].lbads));
-    let metadata: u16 = kernel::io::io_read!(id, .lbaf[try: format].ms);
+    let metadata = io_project!(id, .lbaf[try: format].ms).copy_read().get();
     if nsze == 0 {
         return Ok(None);
     }
@@ -750,46 +872,52 @@ mod command_tests {
         // Create I/O CQ: QSIZE (0's based) 31:16, QID 15:0; IV 31:16, IEN bit 1, PC bit 0.
         let cq = Sqe::create_cq(3, 1024, 0x1000, Some(2));
         assert_eq!(
-            (cq.opcode, cq.cdw10, cq.cdw11),
+            (cq.opcode, cq.cdw10.get(), cq.cdw11.get()),
             (0x05, 0x03ff_0003, 0x0002_0003)
         );
-        assert_eq!(cq.prp1, 0x1000);
-        assert_eq!(Sqe::create_cq(3, 1024, 0x1000, None).cdw11, 0x0000_0001);
+        assert_eq!(cq.prp1.get(), 0x1000);
+        assert_eq!(
+            Sqe::create_cq(3, 1024, 0x1000, None).cdw11.get(),
+            0x0000_0001
+        );
         // Create I/O SQ: as the CQ; CQID 31:16, PC bit 0.
         let sq = Sqe::create_sq(3, 1024, 0x2000);
         assert_eq!(
-            (sq.opcode, sq.cdw10, sq.cdw11),
+            (sq.opcode, sq.cdw10.get(), sq.cdw11.get()),
             (0x01, 0x03ff_0003, 0x0003_0001)
         );
-        assert_eq!(sq.prp1, 0x2000);
+        assert_eq!(sq.prp1.get(), 0x2000);
         let (dsq, dcq) = (Sqe::delete_sq(3), Sqe::delete_cq(3));
         assert_eq!(
-            (dsq.opcode, dsq.cdw10, dcq.opcode, dcq.cdw10),
+            (dsq.opcode, dsq.cdw10.get(), dcq.opcode, dcq.cdw10.get()),
             (0x00, 3, 0x04, 3)
         );
         // Abort: CID 31:16, SQID 15:0.
         let abort = Sqe::abort(5, 7);
-        assert_eq!((abort.opcode, abort.cdw10), (0x08, 0x0007_0005));
+        assert_eq!((abort.opcode, abort.cdw10.get()), (0x08, 0x0007_0005));
     }
 
     #[test]
     fn feature_and_log_commands() {
         // Number of Queues: NCQR 31:16, NSQR 15:0, both 0's based; answered the same way.
         let nq = Sqe::set_queue_count(4);
-        assert_eq!((nq.opcode, nq.cdw10, nq.cdw11), (0x09, 0x07, 0x0003_0003));
+        assert_eq!(
+            (nq.opcode, nq.cdw10.get(), nq.cdw11.get()),
+            (0x09, 0x07, 0x0003_0003)
+        );
         assert_eq!(granted_queues(0x0001_0003, 8), 2);
         assert_eq!(granted_queues(0x0007_0007, 4), 4);
         // Get Log Page: NUMDL (0's based) 31:16, RAE bit 15, LID 7:0; every namespace.
         let log = Sqe::get_log_page(0x02, true, 1024);
         assert_eq!(
-            (log.opcode, log.nsid, log.cdw10),
+            (log.opcode, log.nsid.get(), log.cdw10.get()),
             (0x02, 0xffff_ffff, 0x03ff_8002)
         );
         let aec = Sqe::async_event_config(AEC_SMART_AND_NS_ATTR);
-        assert_eq!((aec.cdw10, aec.cdw11), (0x0b, 0x1ff));
+        assert_eq!((aec.cdw10.get(), aec.cdw11.get()), (0x0b, 0x1ff));
         assert_eq!(Sqe::async_event().opcode, 0x0c);
         let id = Sqe::identify(1, CNS_NS_DESC_LIST);
-        assert_eq!((id.opcode, id.nsid, id.cdw10), (0x06, 1, 3));
+        assert_eq!((id.opcode, id.nsid.get(), id.cdw10.get()), (0x06, 1, 3));
     }
 
     #[test]
@@ -804,9 +932,15 @@ mod command_tests {
             appmask: 0x44,
         };
         let rw = Sqe::user_io(NVM_READ, 1, 0x1_0000_0002, 7, fields);
-        assert_eq!((rw.opcode, rw.nsid, rw.cdw10, rw.cdw11), (0x02, 1, 2, 1));
-        assert_eq!((rw.cdw12, rw.cdw13, rw.cdw14), (0x4000_0007, 0x11, 0x22));
-        assert_eq!(rw.cdw15, 0x0044_0033);
+        assert_eq!(
+            (rw.opcode, rw.nsid.get(), rw.cdw10.get(), rw.cdw11.get()),
+            (0x02, 1, 2, 1)
+        );
+        assert_eq!(
+            (rw.cdw12.get(), rw.cdw13.get(), rw.cdw14.get()),
+            (0x4000_0007, 0x11, 0x22)
+        );
+        assert_eq!(rw.cdw15.get(), 0x0044_0033);
         // Dataset Management range: context attributes 31:0, length 63:32, then the LBA.
         assert_eq!(dsm_range(0x1234, 16), [16 << 32, 0x1234]);
         // Asynchronous event: type 2:0, information 15:8, log page 23:16 (a namespace

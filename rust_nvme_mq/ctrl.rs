@@ -15,7 +15,7 @@ use crate::{
 use kernel::{
     block::mq::DmaDevice,
     device::{Bound, Core, Device},
-    io::{io_read, poll::read_poll_timeout, Io},
+    io::{io_project, io_read, poll::read_poll_timeout, Io},
     pci,
     prelude::*,
     sync::{
@@ -182,14 +182,14 @@ impl CtrlInfo {
                 let mdts: u8 = io_read!(id, .mdts);
                 let vwc: u8 = io_read!(id, .vwc);
                 // MDTS is in minimum pages (4 KiB, checked at probe).
-                let sgls: u32 = io_read!(id, .sgls);
+                let sgls = io_project!(id, .sgls).copy_read().get();
                 let transfer = Transfer::new(mdts, sgls, sgl_threshold);
                 Ok(Self {
-                    vid: io_read!(id, .vid),
+                    vid: io_project!(id, .vid).copy_read().get(),
                     model: kernel::io::io_project!(id, .mn).copy_read(),
                     serial: kernel::io::io_project!(id, .sn).copy_read(),
                     firmware_rev: kernel::io::io_project!(id, .fr).copy_read(),
-                    oncs: io_read!(id, .oncs),
+                    oncs: io_project!(id, .oncs).copy_read().get(),
                     vwc: vwc & cmd::VWC_PRESENT != 0,
                     transfer,
                     bogus_nid: false,

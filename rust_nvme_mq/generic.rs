@@ -4,18 +4,17 @@
 //! like the C driver's `/dev/ng<C>n<N>`): the namespace's passthrough ioctls, and io_uring
 //! passthrough (`NVME_URING_CMD_IO`, `NVME_URING_CMD_IO_VEC`), interrupt-driven or polled
 //! (`IORING_SETUP_IOPOLL`, on the poll queues), for tools that drive the namespace without
-//! the block layer's bios: fio's `io_uring_cmd` engine, xNVMe. The device lives as long as
-//! the namespace's disk ([`NsDisk`](crate::nsdisk::NsDisk)): it goes first, its files' polling
+//! the block layer's bios: fio's `io_uring_cmd` engine, xNVMe. Its files reach the namespace
+//! object ([`Ns`]), whose passthrough runs their commands. The device lives as long as the
+//! namespace's disk ([`NsDisk`](crate::nsdisk::NsDisk)): it goes first, its files' polling
 //! last.
 
 use crate::{
     ctrl::Ctrl,
-    ioctl::Passthru,
     link::{CutOnDrop, Link},
-    request::NvmeOps,
+    nsdisk::Ns,
 };
 use kernel::{
-    block::mq::gen_disk::GenDisk,
     device::Device,
     fs::File,
     io_uring::{Answer, IssueFlags, SqeCmd, UringCmd},
@@ -25,19 +24,11 @@ use kernel::{
     sync::{Arc, ArcBorrow},
 };
 
-/// What the generic device's open files reach: the namespace's disk, whose queue the
-/// commands go through, and the controller's passthrough.
-pub(crate) struct NsAccess {
-    pub(crate) disk: Arc<GenDisk<NvmeOps>>,
-    pub(crate) passthru: Arc<Passthru>,
-    pub(crate) nsid: u32,
-}
-
 /// The two links of a generic device's open files: to submit (ioctls, io_uring commands),
 /// cut before the disk is removed, and to poll, cut after it: removing the disk waits for the
 /// polled commands in flight, which only polling completes.
 pub(crate) struct Links {
-    submit: Arc<Link<NsAccess>>,
+    submit: Arc<Link<Ns>>,
     poll: Arc<Link<Ctrl>>,
 }
 
@@ -58,7 +49,7 @@ impl MiscDevice for NsChardev {
     fn ioctl(links: ArcBorrow<'_, Links>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         links
             .submit
-            .with(|ns| ns.passthru.ns_ioctl(ns.nsid, cmd, arg))
+            .with(|ns| ns.passthru.ioctl(ns, cmd, arg))
             .map(|r| r as isize)
     }
 
@@ -70,7 +61,7 @@ impl MiscDevice for NsChardev {
         flags: IssueFlags,
     ) -> Answer {
         links.submit.visit(|ns| match ns {
-            Some(ns) => ns.passthru.uring_cmd(ns.nsid, &ns.disk, cmd, sqe, flags),
+            Some(ns) => ns.passthru.uring_cmd(ns, cmd, sqe, flags),
             None => Answer::Refused(cmd, ENODEV),
         })
     }
@@ -89,19 +80,19 @@ impl MiscDevice for NsChardev {
 /// (waiting for the calls that run), then the device removed; files still open fail with
 /// `ENODEV`, but still poll until the [`PollLink`] is dropped.
 pub(crate) struct Generic {
-    _submit: CutOnDrop<NsAccess>,
+    _submit: CutOnDrop<Ns>,
     _reg: Pin<KBox<MiscDeviceRegistration<NsChardev>>>,
 }
 
 /// The poll link of a generic device's files; cut when dropped, after the disk is removed.
 pub(crate) type PollLink = CutOnDrop<Ctrl>;
 
-/// Register `/dev/rng<index>n<nsid>` for `ns`, a child of `dev` (the PCI function).
-pub(crate) fn register(ns: NsAccess, index: u32, dev: &Device) -> Result<(Generic, PollLink)> {
-    let name = CString::try_from_fmt(fmt!("rng{}n{}", index, ns.nsid))?;
+/// Register `/dev/rng<C>n<N>` for `ns`, a child of `dev` (the PCI function).
+pub(crate) fn register(ns: &Arc<Ns>, dev: &Device) -> Result<(Generic, PollLink)> {
+    let name = CString::try_from_fmt(fmt!("rng{}n{}", ns.ctrl.index, ns.shape.nsid))?;
     let opts = MiscDeviceOptions { name: c"rng" };
-    let poll = Link::new(ns.passthru.ctrl.clone())?;
-    let submit = Link::new(Arc::new(ns, GFP_KERNEL)?)?;
+    let poll = Link::new(ns.ctrl.clone())?;
+    let submit = Link::new(ns.clone())?;
     let links = Arc::new(
         Links {
             submit: submit.clone(),

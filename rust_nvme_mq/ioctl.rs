@@ -18,14 +18,12 @@
 use crate::{
     cmd::{self, Completion, Sqe},
     ctrl::{Ctrl, CtrlState},
-    nsdisk::{NsDisk, NsSet, Revalidated},
-    request::NvmeOps,
+    le::Le64,
+    link::GateClosed,
+    nsdisk::{Ns, NsPassthru, NsSet, Revalidated},
 };
 use kernel::{
-    block::mq::{
-        gen_disk::{GenDisk, UserData},
-        DRIVER_CMD_SIZE,
-    },
+    block::mq::{gen_disk::UserData, DRIVER_CMD_SIZE},
     cred::{capable, Capability},
     device::{Bound, Device},
     dma::Coherent,
@@ -164,21 +162,6 @@ pub(crate) const MAX_DATA: usize = 256 * 1024;
 const MAX_PAGES: usize = MAX_DATA / PAGE_SIZE;
 const ZEROES: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
 
-// Admin opcodes that touch what the driver manages itself (its I/O queues).
-const ADMIN_FORMAT_NVM: u8 = 0x80;
-const ADMIN_SANITIZE: u8 = 0x84;
-// Features the driver or the kernel manages (refused like the C driver does).
-const FEAT_APST: u32 = 0x0c;
-const FEAT_HOST_MEM_BUF: u32 = 0x0d;
-const FEAT_KATO: u32 = 0x0f;
-const FEAT_HOST_BEHAVIOR: u32 = 0x16;
-// Identify CNS values an unprivileged caller may ask for (what the C driver allows).
-const CNS_CS_NS: u32 = 0x05;
-const CNS_CS_CTRL: u32 = 0x06;
-const CNS_NS_CS_INDEP: u32 = 0x08;
-/// Opcodes from here on are vendor specific.
-const VENDOR_START: u8 = 0xc0;
-
 /// The data buffer of passthrough commands and its PRP list.
 struct Bounce {
     data: Coherent<[u8]>,
@@ -192,7 +175,7 @@ impl Bounce {
         // Entry i of the list: page i + 1 of the buffer (page 0 is PRP1).
         for i in 0..MAX_PAGES - 1 {
             let addr = data.dma_address() + ((i + 1) * PAGE_SIZE) as u64;
-            cmd::entry::<u64>(&prp_list, i)?.copy_write(addr.to_le());
+            cmd::entry::<Le64>(&prp_list, i)?.copy_write(Le64::new(addr));
         }
         Ok(Self { data, prp_list })
     }
@@ -218,7 +201,7 @@ impl Bounce {
     }
 }
 
-/// The passthrough ioctls of a controller: of its character device and of its disks.
+/// The passthrough ioctls of a controller: of its character device and of its namespaces.
 #[pin_data]
 pub(crate) struct Passthru {
     pub(crate) ctrl: Arc<Ctrl>,
@@ -228,6 +211,16 @@ pub(crate) struct Passthru {
     sgl: bool,
     #[pin]
     bounce: Mutex<Bounce>,
+}
+
+impl NsPassthru for Passthru {
+    fn ioctl(&self, ns: &Ns, cmd: u32, arg: usize) -> Result<i32> {
+        self.ns_ioctl(ns, cmd, arg)
+    }
+
+    fn uring_cmd(&self, ns: &Ns, cmd: UringCmd, sqe: &SqeCmd, flags: IssueFlags) -> Answer {
+        self.ns_uring_cmd(ns, cmd, sqe, flags)
+    }
 }
 
 impl Passthru {
@@ -274,16 +267,18 @@ impl Passthru {
         }
     }
 
-    /// An ioctl on the block device of namespace `nsid`: its id, I/O passthrough, and the
-    /// controller's admin passthrough (as the C driver's namespace devices do; reset and
-    /// rescan are controller ioctls there too: a rescan may remove the disk it is called on).
-    pub(crate) fn ns_ioctl(&self, nsid: u32, cmd: u32, arg: usize) -> Result<i32> {
+    /// An ioctl on the block device (or generic device) of namespace `ns`: its id, I/O
+    /// passthrough, and the controller's admin passthrough (as the C driver's namespace devices
+    /// do; reset and rescan are controller ioctls there too: a rescan may remove the disk it is
+    /// called on).
+    fn ns_ioctl(&self, ns: &Ns, cmd: u32, arg: usize) -> Result<i32> {
+        let nsid = ns.shape.nsid;
         match cmd {
             NVME_IOCTL_ID => Ok(i32::try_from(nsid)?),
-            NVME_IOCTL_IO_CMD => self.io_cmd(Some(nsid), arg, Layout::Cmd),
-            NVME_IOCTL_IO64_CMD => self.io_cmd(Some(nsid), arg, Layout::Cmd64),
-            NVME_IOCTL_SUBMIT_IO => self.submit_io(nsid, arg),
-            NVME_IOCTL_IO64_CMD_VEC => self.io_cmd_vec(nsid, arg),
+            NVME_IOCTL_IO_CMD => self.io_cmd(Some(ns), arg, Layout::Cmd),
+            NVME_IOCTL_IO64_CMD => self.io_cmd(Some(ns), arg, Layout::Cmd64),
+            NVME_IOCTL_SUBMIT_IO => self.submit_io(ns, arg),
+            NVME_IOCTL_IO64_CMD_VEC => self.io_cmd_vec(ns, arg),
             // Only the admin commands of the controller's ioctls, as in C. Not RESET: it
             // waits for the reset work, which may delete this disk, which waits for this
             // ioctl.
@@ -349,17 +344,22 @@ impl Passthru {
         len: usize,
         timeout: Option<Delta>,
     ) -> Result<Completion> {
-        // Dropped (the disks deleted) after the lock on the list is released, as in a rescan.
-        let mut gone = KVec::new();
-        let mut disks = self.list.lock().ok_or(ENODEV)?;
+        // No scan meanwhile (C's `scan_lock`).
+        let scan = self.list.scan_lock();
+        let all = self.list.namespaces()?;
+        let (mut held, mut disks) = (KVec::new(), KVec::new());
+        for ns in all.iter() {
+            // Their formats held: every passthrough command built for one is done.
+            held.push(ns.hold_format(), GFP_KERNEL)?;
+            disks.push(ns.disk(), GFP_KERNEL)?;
+        }
         // Allocated before the disks are frozen: reclaim may write to them.
         let mut frozen = KVec::with_capacity(disks.len(), GFP_KERNEL)?;
-        let mut verdicts = KVec::with_capacity(disks.len(), GFP_KERNEL)?;
         let mut sent = false;
         let outcome = self.run_with_data(sqe, to_ctrl, addr, len, |sqe| {
-            for d in disks.iter() {
+            for d in disks.iter().flatten() {
                 // Cannot fail: room for every disk was allocated before.
-                let _ = frozen.push_within_capacity(d.disk.freeze());
+                let _ = frozen.push_within_capacity(d.freeze());
             }
             let outcome = self.ctrl.run_user_admin(sqe, timeout);
             // Not sent: the controller is not live, or the admin queue is full.
@@ -372,29 +372,50 @@ impl Passthru {
         if !sent {
             return outcome;
         }
-        for d in disks.iter() {
-            // Cannot fail: room for every disk was allocated before.
-            let _ = verdicts.push_within_capacity(self.list.revalidate(d));
-        }
+        let unusable = self.revalidate_all(&all, &held, on_ns);
+        // Thawed, their formats released, then the unusable ones removed, once the scan lock
+        // is released: a removal waits for the calls on the namespace's generic device, and
+        // one may wait for that lock.
         drop(frozen);
-        for (d, verdict) in core::mem::take(&mut *disks).into_iter().zip(verdicts) {
-            if self.keeps(&d, verdict, on_ns) {
-                disks.push(d, GFP_KERNEL)?;
-            } else {
-                self.list.retire(d, "namespace not usable", &mut gone)?;
-            }
-        }
         drop(disks);
+        drop(held);
+        drop(scan);
+        for nsid in unusable? {
+            self.list.retire(nsid, "namespace not usable");
+        }
         outcome
     }
 
-    /// Whether disk `d`, revalidated after a command (`verdict`), stays: an unusable one goes,
-    /// unless the command came through its own ioctl (`on_ns`); that one and one that could
-    /// not be revalidated stay with capacity 0.
-    fn keeps(&self, d: &NsDisk, verdict: Revalidated, on_ns: Option<u32>) -> bool {
+    /// Revalidate namespaces `all` (their formats `held`) after a command that changed them;
+    /// returns those that must go (see [`Passthru::keeps`]).
+    fn revalidate_all(
+        &self,
+        all: &[Arc<Ns>],
+        held: &[GateClosed<'_>],
+        on_ns: Option<u32>,
+    ) -> Result<KVec<u32>> {
+        let mut unusable = KVec::new();
+        for (ns, held) in all.iter().zip(held.iter()) {
+            if !self.keeps(ns, self.list.revalidate(ns, Some(held)), on_ns, held) {
+                unusable.push(ns.shape.nsid, GFP_KERNEL)?;
+            }
+        }
+        Ok(unusable)
+    }
+
+    /// Whether namespace `ns`, revalidated after a command (`verdict`), stays: an unusable one
+    /// goes, unless the command came through its own ioctl (`on_ns`); that one and one that
+    /// could not be revalidated stay with capacity 0 (`held`: its format).
+    fn keeps(
+        &self,
+        ns: &Ns,
+        verdict: Revalidated,
+        on_ns: Option<u32>,
+        held: &GateClosed<'_>,
+    ) -> bool {
         match verdict {
-            Revalidated::Unusable if Some(d.shape.nsid) != on_ns => return false,
-            Revalidated::Unusable | Revalidated::Failed => self.list.empty(d),
+            Revalidated::Unusable if Some(ns.shape.nsid) != on_ns => return false,
+            Revalidated::Unusable | Revalidated::Failed => self.list.empty(ns, held),
             Revalidated::Same | Revalidated::Changed => {}
         }
         true
@@ -404,7 +425,7 @@ impl Passthru {
     /// or on the controller (`None`): then on its only disk. The command runs as a
     /// driver-private request on the disk's queue (ordered and accounted with the disk's other
     /// requests, timed out and requeued by a reset like them), its data in the bounce buffer.
-    fn io_cmd(&self, on_ns: Option<u32>, arg: usize, layout: Layout) -> Result<i32> {
+    fn io_cmd(&self, on_ns: Option<&Ns>, arg: usize, layout: Layout) -> Result<i32> {
         let c = read_cmd(arg, layout)?;
         if c.has_flags_or_metadata() {
             return Err(EINVAL);
@@ -414,56 +435,63 @@ impl Passthru {
         if !capable(Capability::SYS_ADMIN) {
             return Err(EACCES);
         }
-        let disks = self.list.lock().ok_or(ENODEV)?;
-        let disk = match on_ns {
-            Some(nsid) => disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?,
-            None => match &disks[..] {
-                [] => return Err(ENOTTY),
-                [only] => {
-                    pr_warn!(
-                        "rnvme{}: using deprecated NVME_IOCTL_IO_CMD ioctl on the char device!\n",
-                        self.ctrl.index
-                    );
-                    only
-                }
-                _ => return Err(EINVAL),
-            },
+        let only;
+        let ns = match on_ns {
+            Some(ns) => ns,
+            None => {
+                only = self.only_ns()?;
+                &*only
+            }
         };
         let len = usize::try_from(c.data_len)?;
-        let ns = disk.shape.addr();
-        check_io(&c, ns.nsid, ns.lba_shift, len)?;
         let to_ctrl = c.is_write();
         let timeout = c.timeout();
-        let done = self.run_with_data(c.sqe(), to_ctrl, c.addr, len, |mut sqe| {
-            let bytes = driver_cmd(&mut sqe)?;
-            let (status, result) = disk.disk.execute_driver_cmd(to_ctrl, bytes, timeout)?;
-            completion(status, result)
+        let done = ns.with_format(|addr| {
+            check_io(&c, addr.nsid, addr.lba_shift, len)?;
+            self.run_with_data(c.sqe(), to_ctrl, c.addr, len, |mut sqe| {
+                let bytes = driver_cmd(&mut sqe)?;
+                let (status, result) =
+                    ns.with_disk(|disk| disk.execute_driver_cmd(to_ctrl, bytes, timeout))?;
+                completion(status, result)
+            })
         })?;
-        drop(disks);
         write_result(arg, layout, done.result)?;
         Ok(done.status.into())
+    }
+
+    /// The only namespace, for `NVME_IOCTL_IO_CMD` on the controller (as in C).
+    fn only_ns(&self) -> Result<Arc<Ns>> {
+        let mut all = self.list.namespaces()?;
+        match all.len() {
+            0 => Err(ENOTTY),
+            1 => {
+                pr_warn!(
+                    "rnvme{}: using deprecated NVME_IOCTL_IO_CMD ioctl on the char device!\n",
+                    self.ctrl.index
+                );
+                all.pop().ok_or(ENOTTY)
+            }
+            _ => Err(EINVAL),
+        }
     }
 }
 
 impl Passthru {
-    /// Run the command `build` makes for the disk of namespace `nsid` (from its logical block
-    /// size, as a shift), with the user memory it names mapped into its request: to the
-    /// controller if `to_ctrl`. The list of disks stays locked throughout, so no format
-    /// changes the block size in between.
+    /// Run the command `build` makes for namespace `ns` (from its logical block size, as a
+    /// shift), with the user memory it names mapped into its request: to the controller if
+    /// `to_ctrl`. The namespace's format does not change until the command is done.
     fn run_mapped(
         &self,
-        nsid: u32,
+        ns: &Ns,
         to_ctrl: bool,
         timeout: Option<Delta>,
         build: impl FnOnce(u32) -> Result<(Sqe, UserData)>,
     ) -> Result<Completion> {
-        let disks = self.list.lock().ok_or(ENODEV)?;
-        let disk = disks.iter().find(|d| d.shape.nsid == nsid).ok_or(ENODEV)?;
-        let (mut sqe, data) = build(disk.shape.addr().lba_shift)?;
-        let bytes = driver_cmd(&mut sqe)?;
-        let (status, result) = disk
-            .disk
-            .execute_driver_cmd_user(to_ctrl, bytes, timeout, data)?;
+        let (status, result) = ns.with_format(|addr| {
+            let (mut sqe, data) = build(addr.lba_shift)?;
+            let bytes = driver_cmd(&mut sqe)?;
+            ns.with_disk(|disk| disk.execute_driver_cmd_user(to_ctrl, bytes, timeout, data))
+        })?;
         completion(status, result)
     }
 
@@ -472,13 +500,14 @@ impl Passthru {
     /// the user's buffer mapped into the request; returns the NVMe status. No metadata (the
     /// driver serves no format with metadata, so `metadata` is ignored, as in C). Root only,
     /// like the other passthrough commands here.
-    fn submit_io(&self, nsid: u32, arg: usize) -> Result<i32> {
+    fn submit_io(&self, ns: &Ns, arg: usize) -> Result<i32> {
         let mut raw = [0u8; size_of::<UserIo>()];
         UserSlice::new(UserPtr::from_addr(arg), raw.len())
             .reader()
             .read_slice(&mut raw)?;
         let io = UserIo::read_from_bytes(&raw).map_err(|_| EINVAL)?;
-        if io.flags != 0 || !matches!(io.opcode, cmd::NVM_READ | cmd::NVM_WRITE | NVM_COMPARE) {
+        if io.flags != 0 || !matches!(io.opcode, cmd::NVM_READ | cmd::NVM_WRITE | cmd::NVM_COMPARE)
+        {
             return Err(EINVAL);
         }
         if !capable(Capability::SYS_ADMIN) {
@@ -491,9 +520,9 @@ impl Passthru {
             apptag: io.apptag,
             appmask: io.appmask,
         };
-        let sqe = Sqe::user_io(io.opcode, nsid, io.slba, io.nblocks, fields);
+        let sqe = Sqe::user_io(io.opcode, ns.shape.nsid, io.slba, io.nblocks, fields);
         let addr = UserPtr::from_addr(usize::try_from(io.addr)?);
-        let done = self.run_mapped(nsid, is_write(io.opcode), None, |lba_shift| {
+        let done = self.run_mapped(ns, is_write(io.opcode), None, |lba_shift| {
             let len = (usize::from(io.nblocks) + 1) << lba_shift;
             Ok((sqe, UserData::Buffer { addr, len }))
         })?;
@@ -505,20 +534,20 @@ impl Passthru {
     /// controller that takes SGLs (`EOPNOTSUPP` otherwise): the SGL is what keeps the
     /// controller to the buffers whatever transfer length the command names (with PRPs the
     /// length must be checked against the buffers first, which is not done here).
-    fn io_cmd_vec(&self, nsid: u32, arg: usize) -> Result<i32> {
+    fn io_cmd_vec(&self, ns: &Ns, arg: usize) -> Result<i32> {
         let c = read_cmd(arg, Layout::Cmd64)?;
-        check_mapped(&c, nsid)?;
+        check_mapped(&c, ns.shape.nsid)?;
         self.require_sgl()?;
         let data = c.user_data(true)?;
         let sqe = c.sqe();
-        let done = self.run_mapped(nsid, c.is_write(), c.timeout(), |_| Ok((sqe, data)))?;
+        let done = self.run_mapped(ns, c.is_write(), c.timeout(), |_| Ok((sqe, data)))?;
         write_result(arg, Layout::Cmd64, done.result)?;
         Ok(done.status.into())
     }
 }
 
 impl Passthru {
-    /// An io_uring command on the generic device of namespace `nsid`, whose disk is `disk`:
+    /// An io_uring command on the generic device of namespace `ns`:
     /// `NVME_URING_CMD_IO` (data in one buffer) or `NVME_URING_CMD_IO_VEC` (in the buffers of
     /// `data_len` `struct iovec`), issued as a driver-private request of the disk with the
     /// user memory mapped into it, completed when the request ends: the CQE's result is the
@@ -528,25 +557,22 @@ impl Passthru {
     /// 32-byte CQEs (`EOPNOTSUPP` otherwise). Not allowed, where C allows it: a command that
     /// transfers data (bits 1:0 of the opcode) without data (`EINVAL`): it would name no
     /// buffer, and the controller would move the data from or to bus address 0.
-    pub(crate) fn uring_cmd(
-        &self,
-        nsid: u32,
-        disk: &GenDisk<NvmeOps>,
-        cmd: UringCmd,
-        sqe: &SqeCmd,
-        flags: IssueFlags,
-    ) -> Answer {
-        let (c, data) = match self.check_uring(nsid, cmd.cmd_op(), sqe, flags) {
+    fn ns_uring_cmd(&self, ns: &Ns, cmd: UringCmd, sqe: &SqeCmd, flags: IssueFlags) -> Answer {
+        let (c, data) = match self.check_uring(ns.shape.nsid, cmd.cmd_op(), sqe, flags) {
             Ok(checked) => checked,
             Err(e) => return Answer::Refused(cmd, e),
         };
         let mut nvme = c.sqe();
-        match driver_cmd(&mut nvme) {
-            Ok(bytes) => {
+        let bytes = match driver_cmd(&mut nvme) {
+            Ok(bytes) => bytes,
+            Err(e) => return Answer::Refused(cmd, e),
+        };
+        ns.visit_disk(|disk| match disk {
+            Some(disk) => {
                 disk.submit_driver_cmd_uring(cmd, flags, c.is_write(), bytes, c.timeout(), data)
             }
-            Err(e) => Answer::Refused(cmd, e),
-        }
+            None => Answer::Refused(cmd, ENODEV),
+        })
     }
 
     /// Check an io_uring command for the generic device of namespace `nsid`; returns the
@@ -644,10 +670,6 @@ fn write_result(arg: usize, layout: Layout, result: u32) -> Result {
     .write_slice(bytes)
 }
 
-/// The NVM command set's Read, Write and Compare: their transfer length follows from the
-/// number of blocks in CDW12.
-const NVM_COMPARE: u8 = 0x05;
-
 /// Check a passthrough I/O command for the disk of namespace `nsid` with `len` bytes of data.
 /// The command must name the disk's namespace (the block size below is that namespace's),
 /// and a read, write or compare must move exactly `len` bytes, at most what the bounce buffer
@@ -656,7 +678,7 @@ fn check_io(c: &PassthruCmd, nsid: u32, lba_shift: u32, len: usize) -> Result {
     if c.nsid != nsid || len > MAX_DATA {
         return Err(EINVAL);
     }
-    if matches!(c.opcode, cmd::NVM_READ | cmd::NVM_WRITE | NVM_COMPARE) {
+    if matches!(c.opcode, cmd::NVM_READ | cmd::NVM_WRITE | cmd::NVM_COMPARE) {
         let blocks = (c.cdw10_15[2] & 0xffff) as usize + 1;
         if blocks << lba_shift != len {
             return Err(EINVAL);
@@ -710,7 +732,7 @@ fn completion(status: impl TryInto<u16>, result: impl TryInto<u32>) -> Result<Co
 /// are frozen around it and revalidated after (the C driver's `nvme_known_admin_effects()`:
 /// LBCC and CSE for Format NVM and Sanitize).
 fn changes_namespaces(opcode: u8) -> bool {
-    matches!(opcode, ADMIN_FORMAT_NVM | ADMIN_SANITIZE)
+    matches!(opcode, cmd::ADMIN_FORMAT_NVM | cmd::ADMIN_SANITIZE)
 }
 
 /// Check a passthrough admin command as the C driver does, and build it.
@@ -736,16 +758,16 @@ fn check_admin(c: &PassthruCmd) -> Result<Sqe> {
 /// features for nobody, the rest for CAP_SYS_ADMIN.
 fn admin_allowed(c: &PassthruCmd) -> bool {
     let cdw10 = c.cdw10_15[0];
-    if c.opcode < VENDOR_START {
+    if c.opcode < cmd::ADMIN_VENDOR_START {
         match c.opcode {
             cmd::ADMIN_IDENTIFY => {
                 if matches!(
                     cdw10 & 0xff,
                     cmd::CNS_NAMESPACE
                         | cmd::CNS_CONTROLLER
-                        | CNS_CS_NS
-                        | CNS_CS_CTRL
-                        | CNS_NS_CS_INDEP
+                        | cmd::CNS_CS_NS
+                        | cmd::CNS_CS_CTRL
+                        | cmd::CNS_NS_CS_INDEP
                 ) {
                     return true;
                 }
@@ -754,10 +776,10 @@ fn admin_allowed(c: &PassthruCmd) -> bool {
                 if matches!(
                     cdw10 & 0xff,
                     cmd::FEAT_NUM_QUEUES
-                        | FEAT_APST
-                        | FEAT_HOST_MEM_BUF
-                        | FEAT_KATO
-                        | FEAT_HOST_BEHAVIOR
+                        | cmd::FEAT_APST
+                        | cmd::FEAT_HOST_MEM_BUF
+                        | cmd::FEAT_KATO
+                        | cmd::FEAT_HOST_BEHAVIOR
                 ) {
                     return false;
                 }

@@ -8,10 +8,10 @@
 use crate::{
     cmd::{self, NsDescList, NsFormat, NsList},
     ctrl::{Ctrl, CtrlEvents, CtrlInfo, CtrlState},
-    generic::{self, NsAccess},
+    generic,
     ident::{self, Identity, NsIds},
     ioctl::Passthru,
-    nsdisk::{NsDisk, NsSet, Revalidated},
+    nsdisk::{Ns, NsDisk, NsSet, Revalidated},
     request::{NsShape, NvmeOps},
 };
 use kernel::{
@@ -24,7 +24,7 @@ use kernel::{
     },
     device::Device,
     fmt,
-    io::io_read,
+    io::{io_project, Io},
     prelude::*,
     sync::{aref::ARef, Arc, ArcBorrow},
     time::Delta,
@@ -43,23 +43,14 @@ const MAX_ZERO_SECTORS: u32 = 1 << 16;
 /// sees the first 1024 active namespaces.
 const NS_LIST_ENTRIES: usize = cmd::IDENTIFY_SIZE / size_of::<u32>();
 
-/// One namespace: the queue data of its disk.
-pub(crate) struct Namespace {
-    ctrl: Arc<Ctrl>,
-    /// For the passthrough ioctls on the disk.
-    passthru: Arc<Passthru>,
-    shape: Arc<NsShape>,
-    /// What the disk's sysfs attributes show.
-    ident: Identity,
-}
-
 #[vtable]
 impl Operations for NvmeOps {
-    type QueueData = Arc<Namespace>;
+    /// The namespace object.
+    type QueueData = Arc<Ns>;
 
     /// Turned away while the controller is not live; otherwise the queue set picks the queue.
     fn queue_rq(
-        ns: ArcBorrow<'_, Namespace>,
+        ns: ArcBorrow<'_, Ns>,
         rq: ARef<Request<Self>>,
         _is_last: bool,
     ) -> Result<(), QueueError<Self>> {
@@ -74,11 +65,11 @@ impl Operations for NvmeOps {
             .submit(ns.shape.addr(), rq, ctrl.faults.delivery())
     }
 
-    fn commit_rqs(_ns: ArcBorrow<'_, Namespace>) {}
+    fn commit_rqs(_ns: ArcBorrow<'_, Ns>) {}
 
     /// Reap the poll queue of poll context `hw_queue` and, with `overflow`, the other poll
     /// queues too (its requests may have been lent to them), in the order they were tried.
-    fn poll(ns: ArcBorrow<'_, Namespace>, hw_queue: u32) -> u32 {
+    fn poll(ns: ArcBorrow<'_, Ns>, hw_queue: u32) -> u32 {
         u32::try_from(ns.ctrl.queues.poll(hw_queue)).unwrap_or(u32::MAX)
     }
 
@@ -96,7 +87,7 @@ impl Operations for NvmeOps {
     /// handler holds a reference, ending fails and the handler defers it; those deferred
     /// requests are ended right after the drop). blk-mq keeps the request from being reused
     /// until this returns, so the address stays its own.
-    fn timeout(ns: ArcBorrow<'_, Namespace>, rq: ARef<Request<Self>>) -> TimeoutReturn {
+    fn timeout(ns: ArcBorrow<'_, Ns>, rq: ARef<Request<Self>>) -> TimeoutReturn {
         let ctrl = &ns.ctrl;
         let id: *const Request<Self> = &*rq;
         drop(rq);
@@ -141,21 +132,17 @@ impl Operations for NvmeOps {
     /// The identity attributes of the C driver's disks (`ident.rs`).
     const DISK_ATTRIBUTES: &'static [&'static CStr] = ident::DISK_ATTRIBUTES;
 
-    fn disk_attribute_visible(ns: ArcBorrow<'_, Namespace>, index: usize) -> bool {
+    fn disk_attribute_visible(ns: ArcBorrow<'_, Ns>, index: usize) -> bool {
         ns.ident.visible(index)
     }
 
-    fn show_disk_attribute(
-        ns: ArcBorrow<'_, Namespace>,
-        index: usize,
-        buf: &mut [u8],
-    ) -> Result<usize> {
+    fn show_disk_attribute(ns: ArcBorrow<'_, Ns>, index: usize, buf: &mut [u8]) -> Result<usize> {
         ns.ident.show(index, buf)
     }
 
     /// An ioctl on the disk: the namespace's passthrough ioctls (`ioctl.rs`).
-    fn ioctl(ns: ArcBorrow<'_, Namespace>, _write: bool, cmd: u32, arg: usize) -> Result<i32> {
-        ns.passthru.ns_ioctl(ns.shape.nsid, cmd, arg)
+    fn ioctl(ns: ArcBorrow<'_, Ns>, _write: bool, cmd: u32, arg: usize) -> Result<i32> {
+        ns.passthru.ioctl(&ns, cmd, arg)
     }
 
     fn complete(rq: ARef<Request<Self>>) {
@@ -212,7 +199,7 @@ pub(crate) type BuildDisk = fn(
     GenDiskBuilder,
     fmt::Arguments<'_>,
     Arc<TagSet<NvmeOps>>,
-    Arc<Namespace>,
+    Arc<Ns>,
 ) -> Result<GenDisk<NvmeOps>>;
 
 /// What the disks of a controller's namespaces are made of, kept for rescans.
@@ -254,28 +241,36 @@ impl Namespaces {
         })
     }
 
-    /// The namespace scan, at probe and for a rescan: read the active namespace list, move
-    /// the disks of `disks` whose namespace is no longer active, or whose new format the
-    /// driver cannot serve, to `gone`, give the others their namespace's format now (see
-    /// [`NsSet::revalidate`]), and add a disk for every active namespace without one (if its
-    /// format is supported). `gone` is the
-    /// caller's, to drop (which removes the disks) once it no longer holds the lock of
-    /// `disks`: removing a disk waits for its ioctls, which may wait for that lock.
-    pub(crate) fn scan(&self, disks: &mut KVec<NsDisk>, gone: &mut KVec<NsDisk>) -> Result {
+    /// The namespace scan, at probe, for a rescan and for an asynchronous event that says
+    /// namespaces changed: read the active namespace list, remove the namespaces no longer
+    /// active, or whose new format the driver cannot serve, give the others their format now
+    /// (see [`NsSet::revalidate`]), and add one for every active namespace without one (if its
+    /// format is supported). One scan at a time; the list is locked only to add or remove.
+    pub(crate) fn scan(&self) -> Result {
+        let mut gone = KVec::new();
+        let scanned = self.scan_locked(&mut gone);
+        // Removed once the scan lock is released: a removal waits for the calls on the
+        // namespace's generic device, and one may wait for that lock (a Format NVM).
+        for (nsid, why) in gone {
+            self.list.retire(nsid, why);
+        }
+        scanned
+    }
+
+    /// The scan, under the scan lock; the namespaces to remove, and why, go to `gone`.
+    fn scan_locked(&self, gone: &mut KVec<(u32, &'static str)>) -> Result {
+        let _scan = self.list.scan_lock();
         let active = self.active_nsids()?;
-        for d in core::mem::take(disks) {
-            let why = if !active.contains(&d.shape.nsid) {
-                "namespace gone"
-            } else if self.list.revalidate(&d) != Revalidated::Unusable {
-                disks.push(d, GFP_KERNEL)?;
-                continue;
-            } else {
-                "namespace not usable"
-            };
-            self.list.retire(d, why, gone)?;
+        for ns in self.list.namespaces()? {
+            let nsid = ns.shape.nsid;
+            if !active.contains(&nsid) {
+                gone.push((nsid, "namespace gone"), GFP_KERNEL)?;
+            } else if self.list.revalidate(&ns, None) == Revalidated::Unusable {
+                gone.push((nsid, "namespace not usable"), GFP_KERNEL)?;
+            }
         }
         for &nsid in active.iter() {
-            if disks.iter().any(|d| d.shape.nsid == nsid) {
+            if self.list.contains(nsid) || gone.iter().any(|&(n, _)| n == nsid) {
                 continue;
             }
             let Some(format) = self.ctrl.identify_ns(&self.parent, nsid)? else {
@@ -284,21 +279,9 @@ impl Namespaces {
             let ids = self.identify_ids(&format);
             let disk = self.add_disk(&format, ids)?;
             self.announce(&format);
-            disks.push(disk, GFP_KERNEL)?;
+            self.list.add(disk)?;
         }
         Ok(())
-    }
-
-    /// The scan again (a rescan, an asynchronous event that says namespaces changed), on the
-    /// disks of the list.
-    pub(crate) fn rescan(&self) -> Result {
-        // The disks of vanished namespaces. Declared before the lock guard, so dropped (the
-        // disks deleted) after it is released: deleting a disk waits for its running ioctls,
-        // which may wait for this lock (I/O passthrough looks its disk up in the list).
-        let mut gone = KVec::new();
-        // Held throughout: one rescan at a time, and no removal of the controller meanwhile.
-        let mut disks = self.list.lock().ok_or(ENODEV)?;
-        self.scan(&mut disks, &mut gone)
     }
 
     /// The active namespace ids (at most one Identify page of them).
@@ -308,7 +291,7 @@ impl Namespaces {
             .identify::<NsList, _>(&ctrl.regs, 0, cmd::CNS_ACTIVE_NS_LIST, |list| {
                 let mut ids = KVec::new();
                 for i in 0..NS_LIST_ENTRIES {
-                    let nsid: u32 = io_read!(list, .0[try: i]);
+                    let nsid = io_project!(list, .0[try: i]).copy_read().get();
                     if nsid == 0 {
                         break;
                     }
@@ -359,43 +342,23 @@ impl Namespaces {
         ids
     }
 
-    /// The disk of namespace `f` with identifiers `ids`, a child of the PCI function in sysfs.
+    /// Namespace `f` with identifiers `ids`: its disk, a child of the PCI function in sysfs,
+    /// and its generic device.
     fn add_disk(&self, f: &NsFormat, ids: NsIds) -> Result<NsDisk> {
         let info = &self.info;
         let builder = self.disk_builder(f)?;
-        let shape = Arc::new(NsShape::new(f.nsid, f.lba_shift, f.sectors()), GFP_KERNEL)?;
-        let ns = Namespace {
-            ctrl: self.ctrl.clone(),
-            passthru: self.passthru.clone(),
-            shape: shape.clone(),
-            ident: Identity {
-                ids,
-                nsid: f.nsid,
-                vid: info.vid,
-                serial: info.serial,
-                model: info.model,
-            },
-        };
-        let name = fmt!("rnvme{}n{}", self.ctrl.index, f.nsid);
-        let disk = (self.build)(
-            builder,
-            name,
-            self.tagset.clone(),
-            Arc::new(ns, GFP_KERNEL)?,
-        )?;
-        let disk = Arc::new(disk, GFP_KERNEL)?;
-        let access = NsAccess {
-            disk: disk.clone(),
-            passthru: self.passthru.clone(),
+        let ident = Identity {
+            ids,
             nsid: f.nsid,
+            vid: info.vid,
+            serial: info.serial,
+            model: info.model,
         };
-        let (generic, poll) = generic::register(access, self.ctrl.index, &self.parent)?;
-        Ok(NsDisk {
-            _generic: KBox::new(generic, GFP_KERNEL)?,
-            shape,
-            disk,
-            _poll: poll,
-        })
+        let shape = NsShape::new(f.nsid, f.lba_shift, f.sectors());
+        let ns = Ns::new(self.ctrl.clone(), shape, ident, self.passthru.clone())?;
+        let name = fmt!("rnvme{}n{}", self.ctrl.index, f.nsid);
+        let disk = (self.build)(builder, name, self.tagset.clone(), ns.clone())?;
+        NsDisk::new(ns, disk, |ns| generic::register(ns, &self.parent))
     }
 
     /// The disk of namespace `f`, to be: its format, the controller's limits and features.
@@ -452,7 +415,7 @@ impl CtrlEvents for Namespaces {
     }
 
     fn namespaces_changed(&self) -> Result {
-        self.rescan()
+        self.scan()
     }
 
     fn quiesce(&self) {

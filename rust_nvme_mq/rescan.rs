@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `NVME_IOCTL_RESCAN`: the namespace scan of probe ([`Namespaces::rescan`]) run again, which
+//! `NVME_IOCTL_RESCAN`: the namespace scan of probe ([`Namespaces::scan`]) run again, which
 //! adds a disk for each new namespace and removes the disks of namespaces that went away. The
 //! disks of namespaces still there are revalidated: a new block size or capacity is set with
 //! the disk frozen (open files and I/O go on), a format the driver cannot serve removes it.
@@ -22,6 +22,6 @@ pub(crate) fn rescan(namespaces: &Namespaces) -> Result<i32> {
     if !capable(Capability::SYS_ADMIN) {
         return Err(EACCES);
     }
-    namespaces.rescan()?;
+    namespaces.scan()?;
     Ok(0)
 }

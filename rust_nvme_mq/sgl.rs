@@ -4,30 +4,8 @@
 //! for a single segment, otherwise a Last Segment descriptor in the command pointing to a list
 //! of Data Block descriptors, one per segment.
 
+use crate::cmd::{SglDesc, SGL_DESC_WORDS};
 use kernel::prelude::*;
-
-/// 64-bit words of a descriptor.
-pub(crate) const SGL_DESC_WORDS: usize = 2;
-
-/// Descriptor type (bits 7:4 of byte 15) and subtype (bits 3:0, 0: address).
-const DATA_BLOCK: u8 = 0x0 << 4;
-const LAST_SEGMENT: u8 = 0x3 << 4;
-
-/// An SGL descriptor (16 bytes): address, length in bytes, type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SglDesc {
-    pub(crate) addr: u64,
-    pub(crate) len: u32,
-    kind: u8,
-}
-
-impl SglDesc {
-    /// The descriptor as two little-endian-ordered words: the address, then the length in
-    /// bytes 8 to 11 and the type in byte 15.
-    pub(crate) fn words(&self) -> [u64; 2] {
-        [self.addr, u64::from(self.len) | u64::from(self.kind) << 56]
-    }
-}
 
 /// Build the SGL of a transfer made of `segs` (bus address, length): the descriptor for the
 /// command's data pointer. Descriptors of a list are written with `put` (index, descriptor);
@@ -45,11 +23,7 @@ pub(crate) fn build_sgl(
         if len == 0 || n == max {
             return Err(EINVAL);
         }
-        let desc = SglDesc {
-            addr,
-            len,
-            kind: DATA_BLOCK,
-        };
+        let desc = SglDesc::data_block(addr, len);
         match first {
             // One segment needs no list: its descriptor goes into the command.
             None => first = Some(desc),
@@ -66,11 +40,10 @@ pub(crate) fn build_sgl(
     if n == 1 {
         return Ok(first);
     }
-    Ok(SglDesc {
-        addr: list_addr,
-        len: u32::try_from(n * SGL_DESC_WORDS * size_of::<u64>())?,
-        kind: LAST_SEGMENT,
-    })
+    Ok(SglDesc::last_segment(
+        list_addr,
+        u32::try_from(n * SGL_DESC_WORDS * size_of::<u64>())?,
+    ))
 }
 
 #[kunit_tests(rust_nvme_mq_sgl)]
@@ -90,11 +63,7 @@ mod tests {
         )
     }
 
-    const NONE: SglDesc = SglDesc {
-        addr: 0,
-        len: 0,
-        kind: 0xff,
-    };
+    const NONE: SglDesc = SglDesc::last_segment(0xdead, 0);
 
     #[test]
     fn sgl_one_segment_in_command() {

@@ -11,8 +11,9 @@
 //! use an SGL too (fewer descriptors than PRP entries); the others use PRPs.
 
 use crate::{
+    cmd::{SglDesc, SGL_DESC_WORDS},
+    le::Le64,
     prp::PRP_LIST_ENTRIES,
-    sgl::{SglDesc, SGL_DESC_WORDS},
 };
 use kernel::{
     device::{Bound, Device},
@@ -133,6 +134,7 @@ impl SlotLists {
 /// The list area of one command slot: what a command's PRP list, SGL segment or Dataset
 /// Management range is written into.
 pub(crate) struct ListArea<'a> {
+    /// Words of memory the controller reads: each written as an [`Le64`].
     words: &'a Coherent<[u64]>,
     /// The area's first word in `words`.
     index: usize,
@@ -146,7 +148,7 @@ impl ListArea<'_> {
         if i >= SLOT_LIST_WORDS {
             return Err(EINVAL);
         }
-        io_write!(self.words, [try: self.index + i], value);
+        io_write!(self.words, [try: self.index + i], Le64::new(value).raw());
         Ok(())
     }
 

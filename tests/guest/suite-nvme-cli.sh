@@ -387,6 +387,25 @@ test_nvme_cli_admin_hung_unbind() {
     unload_nvme
 }
 
+# A probe that fails once its disks are added and its asynchronous events started
+# (fail_probe_late=1) takes everything down again, as an unbind does: no disk, no character
+# device, the controller not bound, and the module unloads (a disk left behind would hold it).
+# Then a probe without the failure works.
+test_nvme_cli_probe_fails_late() {
+    [[ ! -e /sys/module/rust_nvme_mq ]] || unload_module rust_nvme_mq
+    klog_mark
+    insmod "$MODDIR/rust_nvme_mq.ko" fail_probe_late=1 || fail "insmod"
+    klog | grep -q "fail_probe_late: failing the probe" || fail "the injected failure did not happen"
+    klog | grep -q "rnvme0n1: .* blocks of" || fail "the probe added no disk before it failed"
+    [[ ! -e $DEV ]] || fail "$DEV left behind"
+    [[ ! -e /dev/rng0n1 && ! -e $CDEV ]] || fail "a character device left behind"
+    if ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* 2>/dev/null; then fail "still bound"; fi
+    unload_module rust_nvme_mq || fail "rmmod after the failed probe"
+    load_nvme
+    dd if=$DEV of=/dev/null bs=1M count=4 iflag=direct status=none || fail "read after a new probe"
+    unload_nvme
+}
+
 # lbs: the logical block size of rnvme0n1 as the block layer has it.
 lbs() { cat /sys/block/rnvme0n1/queue/logical_block_size; }
 # lbaf_in_use: the LBA format namespace 1 uses (low nibble of FLBAS), from the controller.
@@ -506,4 +525,5 @@ t nvme_cli_format_c_reference
 t nvme_cli_format_block_size
 t nvme_cli_format_unusable_removes_disk
 t nvme_cli_format_under_io
+t nvme_cli_probe_fails_late
 t_kernel_clean nvme_cli_kernel_clean

@@ -212,9 +212,55 @@ test_nvme_rescan_aen() {
     unload_nvme
 }
 
+# Passthrough on two namespaces side by side, and a rescan, while an I/O passthrough command on
+# namespace 2 hangs (lost with debugfs lose_commands): neither the rescan nor namespace 1's
+# passthrough (NVME_IOCTL_SUBMIT_IO, the vectored ioctl: no bounce buffer) waits for it, as
+# each ioctl reaches its namespace through the disk it came through and the list of namespaces
+# is locked only to add or remove one. Checked by order, not time: both are done while the
+# hung command is still outstanding (io_timeout=30: it would time out after 30 s, and be
+# retried by a reset 30 s later); a controller reset then requeues it and it completes.
+test_nvme_rescan_side_by_side() {
+    load_nvme
+    klog_mark
+    local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 hung others
+    attach_cmd 0 || fail "attach through the admin passthrough failed"
+    nvme ns-rescan $CDEV
+    wait_dev $DEV2
+    echo 1 >$k/lose_commands
+    nvme io-passthru $DEV2 --opcode=2 --namespace-id=2 --cdw10=0 --cdw12=7 --data-len=4096 \
+        --read --raw-binary >/tmp/hung.out 2>&1 &
+    hung=$!
+    wait_in_ioctl $hung
+    expect_eq "commands still to lose (namespace 2's was lost)" "$(cat $k/lose_commands)" 0
+    {
+        nvme ns-rescan $CDEV && echo rescan done &&
+            "$TOOLS/nvme_submit_io" $DEV 1 $((64 * 2048)) "$(blockdev --getsz $DEV)"
+    } >/tmp/ns1.out 2>&1 &
+    others=$!
+    while kill -0 $others 2>/dev/null && kill -0 $hung 2>/dev/null; do sleep 0.1; done
+    cat /tmp/ns1.out
+    kill -0 $hung 2>/dev/null ||
+        fail "the rescan and namespace 1's passthrough waited for namespace 2's hung command"
+    wait $others || fail "the rescan or namespace 1's passthrough failed"
+    grep -q "rescan done" /tmp/ns1.out || fail "no rescan"
+    local want
+    for want in "submit_write rc=0" "submit_read_data ok" "vec_write rc=0" "vec_read_data ok"; do
+        grep -q "^$want" /tmp/ns1.out || fail "namespace 1's passthrough: no '$want'"
+    done
+    if klog | grep "timed out"; then fail "a command timed out"; fi
+    [[ -b $DEV2 ]] || fail "$DEV2 gone"
+    nvme reset $CDEV || fail "nvme reset"
+    wait $hung || fail "namespace 2's command after the reset: $(cat /tmp/hung.out)"
+    attach_cmd 1 || fail "detach through the admin passthrough failed"
+    nvme ns-rescan $CDEV
+    wait_gone $DEV2
+    unload_nvme
+}
+
 t nvme_rescan_subsys_layout
 t nvme_rescan_unchanged
 t nvme_rescan_attach_detach
 t nvme_rescan_ns_identity
 t nvme_rescan_aen
+t nvme_rescan_side_by_side
 t_kernel_clean nvme_rescan_kernel_clean

@@ -33,7 +33,7 @@ test_nvme_kunit() {
     klog | grep -E "ok [0-9]+ " | tail -n 20
     if klog | grep -E "not ok"; then fail "a KUnit case failed"; fi
     local suite
-    for suite in rust_nvme_mq rust_nvme_mq_prp rust_nvme_mq_status; do
+    for suite in rust_nvme_mq rust_nvme_mq_prp rust_nvme_mq_status rust_nvme_mq_le; do
         # "ok N SUITE" (KUnit prints "# SUITE: pass:.." only for suites of more than one case).
         klog | grep -qE "\] ok [0-9]+ $suite\$" || fail "KUnit suite $suite did not report ok"
     done
