@@ -75,6 +75,25 @@ pub(crate) fn build_prps(
 
 /// The entries after PRP1 of a transfer being described, written with `put` (index, entry),
 /// at most `max`.
+/// PRP1 and PRP2 of one piece of data at `addr`, `len` bytes, that touches at most two pages:
+/// what [`build_prps`] gives for it, without a list or a walk (the common 4 KiB request, as
+/// C's simple path maps it). `None` for anything else, or an empty piece.
+#[inline]
+pub(crate) fn two_page_prps(addr: u64, len: usize) -> Option<(u64, u64)> {
+    let page = PAGE_SIZE as u64;
+    let len = len as u64;
+    let offset = addr % page;
+    if len == 0 || offset + len > 2 * page {
+        return None;
+    }
+    let prp2 = if offset + len > page {
+        addr - offset + page
+    } else {
+        0
+    };
+    Some((addr, prp2))
+}
+
 struct Entries<F> {
     put: F,
     max: usize,
@@ -130,6 +149,27 @@ mod tests {
 
     const PAGE: u64 = PAGE_SIZE as u64;
     const PG: usize = PAGE_SIZE;
+
+    #[test]
+    fn two_page_prps_as_build_prps() {
+        let mut list = [0u64; 4];
+        for (addr, len) in [
+            (0x1000_0000, PG),
+            (0x1000_0200, 512),
+            (0x1000_0004, 512),
+            (0x1000_0ffc, 512),
+            (0x1000_0800, PG),
+            (0x1000_0000, 2 * PG),
+            (0x1000_0001, 2 * PG - 1),
+        ] {
+            let p = build_prps([(addr, len)].into_iter(), &mut list, 0x9000).unwrap();
+            assert_eq!(super::two_page_prps(addr, len), Some((p.prp1, p.prp2)));
+        }
+        // Three pages need a list; an empty piece has no PRPs.
+        assert_eq!(super::two_page_prps(0x1000_0001, 2 * PG), None);
+        assert_eq!(super::two_page_prps(0x1000_0000, 2 * PG + 1), None);
+        assert_eq!(super::two_page_prps(0x1000_0000, 0), None);
+    }
     #[test]
     fn prp_single_page() {
         let mut list = [0u64; 4];

@@ -7,7 +7,7 @@
 
 use crate::{
     cmd::{self, Sqe},
-    prp::{build_prps, PRP_LIST_ENTRIES},
+    prp::{build_prps, two_page_prps, PRP_LIST_ENTRIES},
     sgl::build_sgl,
     transfer::{ListArea, Transfer, MAX_SEGMENTS},
 };
@@ -140,9 +140,21 @@ fn map_data(rq: &Request<NvmeOps>, sqe: Sqe, slot: SlotDma<'_>, user: bool) -> R
     let list = &slot.list;
     let maps = &*slot.maps;
     let transfer = slot.transfer;
-    let sgl = (user && transfer.sgl)
-        || transfer.prefers_sgl(rq.bytes() as usize, maps.segments().count());
+    let mut segs = maps.segments();
+    let one = match (segs.next(), segs.next()) {
+        (Some(seg), None) => Some(seg),
+        _ => None,
+    };
+    let count = if one.is_some() {
+        1
+    } else {
+        maps.segments().count()
+    };
+    let sgl = (user && transfer.sgl) || transfer.prefers_sgl(rq.bytes() as usize, count);
     if !sgl {
+        if let Some((prp1, prp2)) = one.and_then(|(addr, len)| two_page_prps(addr, len)) {
+            return Ok(sqe.prps(prp1, prp2));
+        }
         let put = |i, entry| list.write(i, entry);
         match build_prps(maps.segments(), put, PRP_LIST_ENTRIES, list.addr) {
             Ok(prps) => return Ok(sqe.prps(prps.prp1, prps.prp2)),
