@@ -275,10 +275,10 @@ impl Slot {
         self.aborted = false;
     }
 
-    /// Hold `rq`, sent as `sqe` (kept to send it again after an error that may be retried).
-    fn hold(&mut self, rq: ARef<Request<NvmeOps>>, sqe: Sqe) {
+    /// Hold `rq`, sent as the command built into `sqe` (kept to send it again after an
+    /// error that may be retried).
+    fn hold(&mut self, rq: ARef<Request<NvmeOps>>) {
         self.rq = Some(rq);
-        self.sqe = sqe;
         self.retries = 0;
     }
 
@@ -549,7 +549,7 @@ impl IoQueue {
             Ok(cid) => cid,
             Err(refusal) => return Err(refusal.give_back(rq)),
         };
-        let sqe = self.prepare(st, cid, ns, rq)?;
+        self.prepare(st, cid, ns, rq)?;
         st.occupy(cid, origin);
         self.stats.submitted.add(1, Relaxed);
         if delivery == Delivery::Lose {
@@ -560,7 +560,10 @@ impl IoQueue {
             );
             return Ok(());
         }
-        self.push(st, sqe);
+        // The command as the slot keeps it (for a retry): built there, copied once, to the ring.
+        if let Some(sqe) = st.slots.get(usize::from(cid)).map(|slot| slot.sqe) {
+            self.push(st, sqe);
+        }
         Ok(())
     }
 
@@ -574,7 +577,7 @@ impl IoQueue {
         cid: u16,
         ns: NsAddr,
         rq: ARef<Request<NvmeOps>>,
-    ) -> Result<Sqe, SubmitError> {
+    ) -> Result<(), SubmitError> {
         let Ok(list) = self.lists.area(cid) else {
             st.release(cid);
             return Err(SubmitError::Failed(rq, EIO));
@@ -588,21 +591,21 @@ impl IoQueue {
             list,
             transfer: &self.transfer,
         };
-        let mut sqe = match request::command(ns, &rq, dma) {
-            Ok(sqe) => sqe,
+        match request::command(ns, &rq, dma) {
+            Ok(sqe) => slot.sqe = sqe,
             Err(e) => {
                 // Undoes a mapping made before the failure: the mapping's reference to the
                 // request goes, so `queue_rq` can hand it back to the block layer.
                 st.release(cid);
                 return Err(SubmitError::Failed(rq, e));
             }
-        };
-        sqe.set_cid(cid);
-        if sqe.uses_sgl() {
+        }
+        slot.sqe.set_cid(cid);
+        if slot.sqe.uses_sgl() {
             self.stats.sgl.add(1, Relaxed);
         }
-        slot.hold(rq, sqe);
-        Ok(sqe)
+        slot.hold(rq);
+        Ok(())
     }
 
     /// Put `sqe` at the tail of the submission queue and ring the doorbell.
