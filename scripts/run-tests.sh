@@ -316,7 +316,22 @@ boot main --smp 2 -- 'bash /tests/suite-main.sh'
 # The data of the two-boot tests is this run's (a seed from the clock): an earlier run's data
 # left in the images does not verify.
 SEED=$(date +%s)
-boot persist_write -- "bash /tests/suite-persist.sh write $SEED"
+# The write boot's NVMe commands are traced: the fsync after the writes must reach the
+# controller as a Flush command (QEMU writes its image whatever the guest flushes, so the
+# check boot cannot see a missing flush; see tests/guest/suite-persist.sh).
+boot persist_write --trace pci_nvme_write,pci_nvme_flush_ns -- "bash /tests/suite-persist.sh write $SEED"
+if selected persist_write; then
+    # The write covers the 256 MiB namespace in 64 KiB commands (4096); a Flush follows the last.
+    flush_check=$(awk '/^pci_nvme_write / { w++; last_w = NR } /^pci_nvme_flush_ns / { last_f = NR }
+        END { printf "%d writes traced, a flush after the last: %s", w, (last_f > last_w ? "yes" : "no") }' \
+        <(grep -aoE 'pci_nvme_(write|flush_ns) [^[:cntrl:]]*' "$LOGS/persist_write.log.trace" 2>/dev/null))
+    if [[ $flush_check == "4096 writes traced, a flush after the last: yes" ]]; then
+        result PASS nvme_persist_flush_reached_controller
+    else
+        result FAIL nvme_persist_flush_reached_controller
+        echo "    | QEMU's trace of boot persist_write ($LOGS/persist_write.log.trace): $flush_check"
+    fi
+fi
 boot persist_check -- "bash /tests/suite-persist.sh check $SEED"
 # A second NVDIMM with a label area: namespaces made and removed with ndctl.
 boot ndctl --labelled -- 'bash /tests/suite-ndctl.sh'
