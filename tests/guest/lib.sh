@@ -13,10 +13,15 @@ t() { run_test "$1" "test_$1"; }
 # /init started (kernel_clean, below). NAME is the suite's own (the host counts tests by name).
 t_kernel_clean() { run_test "$1" kernel_clean; }
 
-# run_test NAME FUNCTION: what t and t_kernel_clean do. The test's start is marked in the kernel
-# log ("rblk-test-start NAME N"); a kernel report (BAD_KMSG) logged between that mark and the
-# test's end fails the test, whatever the function returned.
+# run_test NAME FUNCTION: what t and t_kernel_clean do. The test's start is marked in the
+# kernel log ("rblk-test-start NAME N"), and its end ("rblk-test-end NAME N") once it has
+# settled (test_settle). Its window in the log opens at the end mark of the test before (what
+# the suite did between two tests counts with the test it prepares; for the first test, at
+# the kernel's "Run /init") and closes at its own end: a kernel report (BAD_KMSG) logged in
+# the window fails the test, whatever the function returned. What comes after the last test's
+# end the guest's /init prints for the host (scripts/run-tests.sh: <boot>_shutdown_clean).
 RBLK_TEST_N=0
+RBLK_LAST_END="Run /init as init process"
 run_test() {
     local name=$1 func=$2 rc start reports out=/tmp/test.$BASHPID.out
     [[ -z ${RBLK_ONLY:-} || " $RBLK_ONLY " == *" $name "* ]] || return 0
@@ -31,7 +36,12 @@ run_test() {
     # Not in a conditional context, so that `set -e` really applies inside the test.
     ( set -euo pipefail; "$func" ) >"$out" 2>&1
     rc=$?
-    reports=$(klog_since "$start" | grep -aE "$BAD_KMSG" | selftest_filter || true)
+    test_settle "$out" >>"$out.settle" 2>/dev/null
+    cat "$out.settle" >>"$out"
+    rm -f "$out.settle"
+    reports=$(klog_since "${RBLK_LAST_END:-$start}" | grep -aE "$BAD_KMSG" | selftest_filter || true)
+    RBLK_LAST_END="rblk-test-end $name $RBLK_TEST_N"
+    echo "$RBLK_LAST_END" >/dev/kmsg
     if [[ -n $reports ]]; then
         printf 'the kernel reported a problem during this test:\n%s\n' "$(head -n 20 <<<"$reports")" >>"$out"
         rc=1
@@ -44,24 +54,66 @@ run_test() {
     fi
 }
 
+# test_settle OUT: before a test's kernel-log window closes, let what the test set going finish,
+# so that a report it causes late is the test's own and not the next one's: the processes it
+# left running that still hold its output file OUT open (background jobs: up to 30 s, then
+# a note and the test's window closes anyway), then the kernel log is quiet (no new line for
+# 0.1 s, up to 2 s).
+test_settle() {
+    local out=$1 i left lines now
+    for i in $(seq 300); do
+        left=$(holders_of "$out")
+        [[ -n $left ]] || break
+        sleep 0.1
+    done
+    if [[ -n $left ]]; then
+        echo "note: still running 30 s after the test ended (its window closes now):"
+        for i in $left; do echo "    $i: $(tr '\0' ' ' <"/proc/$i/cmdline" 2>/dev/null)"; done
+    fi
+    lines=$(dmesg | tail -n 1)
+    for i in $(seq 20); do
+        sleep 0.1
+        now=$(dmesg | tail -n 1)
+        [[ $now != "$lines" ]] || return 0
+        lines=$now
+    done
+    return 0
+}
+
+# holders_of FILE: the processes with FILE open (ls -l of every process's fds: one ls, one awk).
+holders_of() {
+    ls -l /proc/[0-9]*/fd 2>/dev/null | awk -v f="$1" '
+        /^\/proc\/[0-9]+\/fd:$/ { split($0, p, "/"); pid = p[3] }
+        $NF == f && $(NF - 1) == "->" { print pid }' | sort -u
+}
+
 # The harness's own check that run_test fails a test during which the kernel logged a report,
 # and only that test: a report written into the kernel log by the test itself, tagged
 # RBLK-SELFTEST. Such lines are left out of every other check (selftest_filter; the host's
 # check of the debug boots' console leaves out RBLK lines), so the report fails the inner test
-# alone.
+# alone. Twice: written by the test function itself, and by a process the test left running
+# that writes it 0.5 s after the function returned (a report coming late).
 selftest_filter() { if [[ -n ${RBLK_SELFTEST_INNER:-} ]]; then cat; else grep -av RBLK-SELFTEST; fi; }
 test_harness_kernel_report_fails_its_test() {
-    local out
-    selftest_warn() { echo "WARNING: CPU: 0 PID: $$ at RBLK-SELFTEST: a report written by the harness's self-test" >/dev/kmsg; }
-    selftest_quiet() { :; }
-    out=$(RBLK_ONLY= RBLK_SELFTEST_INNER=1 run_test harness_selftest_inner selftest_warn)
-    echo "$out"
-    grep -qx 'FAIL harness_selftest_inner' <<<"$out" || fail "a test during which the kernel logged a WARNING passed"
-    grep -q 'the kernel reported a problem during this test' <<<"$out" || fail "the failure does not say why"
-    grep -q 'WARNING: CPU: 0 PID' <<<"$out" || fail "the failure does not show the kernel's report"
-    out=$(RBLK_ONLY= RBLK_SELFTEST_INNER=1 run_test harness_selftest_inner selftest_quiet)
-    echo "$out"
-    grep -qx 'PASS harness_selftest_inner' <<<"$out" || fail "the next test failed too: the report was not attributed to its own test"
+    local out warn
+    selftest_warn() { echo "WARNING: CPU: 0 PID: $$ at RBLK-SELFTEST: a report written by selftest_warn" >/dev/kmsg; }
+    selftest_late() { (sleep 0.5; echo "WARNING: CPU: 0 PID: $$ at RBLK-SELFTEST: a late report written by selftest_late" >/dev/kmsg) & }
+    # The next test lasts longer than the late report takes to come: unless the harness waits
+    # for it, it lands in this test's window.
+    selftest_quiet() { sleep 1; }
+    for warn in selftest_warn selftest_late; do
+        # Each pair's windows open at a mark of its own (the outer shell does not see the end
+        # marks of the inner tests, which run in this subshell).
+        out=$(echo "rblk-selftest $warn" >/dev/kmsg
+              RBLK_LAST_END="rblk-selftest $warn" RBLK_ONLY= RBLK_SELFTEST_INNER=1
+              run_test harness_selftest_inner $warn
+              run_test harness_selftest_next selftest_quiet)
+        echo "$out"
+        grep -qx 'FAIL harness_selftest_inner' <<<"$out" || fail "$warn: a test during which the kernel logged a WARNING passed"
+        grep -q 'the kernel reported a problem during this test' <<<"$out" || fail "$warn: the failure does not say why"
+        grep -q "WARNING: CPU: 0 PID.*written by $warn" <<<"$out" || fail "$warn: the failure does not show the kernel's report"
+        grep -qx 'PASS harness_selftest_next' <<<"$out" || fail "$warn: the next test failed too: the report was not attributed to its own test"
+    done
 }
 
 # suite_help "$@": right after sourcing this file, a suite's --help: how to run it and its
