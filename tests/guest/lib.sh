@@ -36,9 +36,7 @@ run_test() {
     # Not in a conditional context, so that `set -e` really applies inside the test.
     ( set -euo pipefail; "$func" ) >"$out" 2>&1
     rc=$?
-    test_settle "$out" >>"$out.settle" 2>/dev/null
-    cat "$out.settle" >>"$out"
-    rm -f "$out.settle"
+    test_settle "$out" >>"$out"
     reports=$(klog_since "${RBLK_LAST_END:-$start}" | grep -aE "$BAD_KMSG" | selftest_filter || true)
     RBLK_LAST_END="rblk-test-end $name $RBLK_TEST_N"
     echo "$RBLK_LAST_END" >/dev/kmsg
@@ -56,35 +54,32 @@ run_test() {
 
 # test_settle OUT: before a test's kernel-log window closes, let what the test set going finish,
 # so that a report it causes late is the test's own and not the next one's: the processes it
-# left running that still hold its output file OUT open (background jobs: up to 30 s, then
-# a note and the test's window closes anyway), then the kernel log is quiet (no new line for
-# 0.1 s, up to 2 s).
+# left running that still hold its output file OUT open (background jobs: up to 30 s, then a
+# note and the test's window closes anyway). No command is run when none is left: each costs
+# ~40 ms under TCG. (A wait for a quiet kernel log as well cost 0.5 s per test, measured: 20
+# empty tests took 13.4 s with it, 3.3 s without.)
 test_settle() {
-    local out=$1 i left lines now
-    for i in $(seq 300); do
-        left=$(holders_of "$out")
-        [[ -n $left ]] || break
+    local out=$1 i pid
+    for ((i = 0; i < 300; i++)); do
+        holders_of "$out"
+        [[ -n $HOLDERS ]] || return 0
         sleep 0.1
     done
-    if [[ -n $left ]]; then
-        echo "note: still running 30 s after the test ended (its window closes now):"
-        for i in $left; do echo "    $i: $(tr '\0' ' ' <"/proc/$i/cmdline" 2>/dev/null)"; done
-    fi
-    lines=$(dmesg | tail -n 1)
-    for i in $(seq 20); do
-        sleep 0.1
-        now=$(dmesg | tail -n 1)
-        [[ $now != "$lines" ]] || return 0
-        lines=$now
-    done
-    return 0
+    echo "note: still running 30 s after the test ended (its window closes now):"
+    for pid in $HOLDERS; do echo "    $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"; done
 }
 
-# holders_of FILE: the processes with FILE open (ls -l of every process's fds: one ls, one awk).
+# holders_of FILE: set HOLDERS to the processes with FILE open but this shell (bash's -ef on
+# every process's fds: no command run).
 holders_of() {
-    ls -l /proc/[0-9]*/fd 2>/dev/null | awk -v f="$1" '
-        /^\/proc\/[0-9]+\/fd:$/ { split($0, p, "/"); pid = p[3] }
-        $NF == f && $(NF - 1) == "->" { print pid }' | sort -u
+    local fd pid
+    HOLDERS=
+    for fd in /proc/[0-9]*/fd/*; do
+        [[ $fd -ef $1 ]] || continue
+        pid=${fd#/proc/}
+        pid=${pid%%/*}
+        [[ $pid == "$BASHPID" || " $HOLDERS " == *" $pid "* ]] || HOLDERS+="${HOLDERS:+ }$pid"
+    done
 }
 
 # The harness's own check that run_test fails a test during which the kernel logged a report,
