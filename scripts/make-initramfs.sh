@@ -195,7 +195,15 @@ fi
 # Quiet the kernel console so no printk splits the status line, then report and power off.
 dmesg -n 1 2>/dev/null || true
 sync
+# The kernel log after the last test of a suite (its end mark, tests/guest/lib.sh's run_test):
+# what the suite's end logged (modules it left loaded, its last unloads), each line prefixed
+# "RBLK-KLOG ", for the host's check (scripts/run-tests.sh: <boot>_shutdown_clean).
+dmesg | awk '/\] rblk-test-end [a-z0-9_]+ [0-9]+$/ { n = NR } { l[NR] = $0 }
+    END { if (n) for (i = n + 1; i <= NR; i++) print "RBLK-KLOG " l[i] }'
 printf '\nRBLK-EXIT %d\n' "$status"
+# The power-off's own warnings (the drivers' shutdown callbacks) go to the console from here:
+# loglevel 5 prints KERN_WARNING and worse.
+dmesg -n 5 2>/dev/null || true
 poweroff -f
 # poweroff -f does not return; if it does, init exits, the kernel panics (panic=-1 reboots, and
 # QEMU's -no-reboot then stops).

@@ -26,7 +26,8 @@ Each guest boot runs one suite of tests/guest/; its plan is the suite's "t NAME"
 with no PASS/FAIL line on the console fails: the guest crashed or hung during it (the console's
 tail is shown) or before it, or console output split its line. A test also fails when the
 kernel logged a report (BUG:, WARNING:, Oops, lockdep, KASAN, hung task, ...) while it ran
-(tests/guest/lib.sh). A boot that ended badly with every test reported fails as
+(tests/guest/lib.sh), or late, before it settled; a report after a suite's last test (its
+last module unloads, the power-off) fails <boot>_shutdown_clean. A boot that ended badly with every test reported fails as
 guest_<boot>_exit_status, or as <boot>_kernel_crash_after_tests when the console shows a kernel
 report after /init. A boot is retried once after a known fault below the project's code: a
 QEMU crash (shown in QEMU's exit status) is then only counted in the summary; a kernel that
@@ -296,6 +297,7 @@ boot() {
         result FAIL "guest_${name}_plan"
         echo "    | tests reported but not in the plan read from the suite (each test needs its own line \"t NAME\"): ${extra[*]}"
     fi
+    shutdown_clean "$name" "$plan"
     [[ $rc != 0 && $missing == 0 ]] || return 0
     # Every test reported, yet the boot ended badly: a kernel crash after the tests (at
     # power-off, for instance) is the drivers'; anything else the harness's.
@@ -311,12 +313,47 @@ boot() {
 }
 # Kernel reports that reach the console at the normal boots' loglevel (4: errors and worse).
 CRASH_REPORTS='BUG:|Oops|Kernel panic|general protection fault|Call Trace'
+# What tests/guest/lib.sh's BAD_KMSG counts as a kernel report.
+KERNEL_REPORTS='BUG:|WARNING:|Oops|Call Trace|KASAN:|ODEBUG:|DMA-API: [^ ]+ [^ ]+: |locking correctness validator|sleeping function called from invalid context|blocked for more than|detected stall|Kernel panic'
+# shutdown_clean BOOT PLAN: a suite's boot (PLAN not empty) that reached its end: the kernel log
+# after its last test (the guest's /init prints it as "RBLK-KLOG " lines: the suite's last
+# module unloads) and the console from "RBLK-EXIT" on (the power-off, at loglevel 5: warnings
+# and worse) hold no kernel report: BOOT_shutdown_clean.
+shutdown_clean() {
+    local log="$LOGS/$1.log" reports
+    [[ -n $2 ]] && grep -aq '^RBLK-EXIT ' "$log" || return 0
+    reports=$( { tr -d '\r' <"$log" | grep -a '^RBLK-KLOG ' || true
+                 tr -d '\r' <"$log" | sed -n '/^RBLK-EXIT /,$p'; } |
+        grep -aE "$KERNEL_REPORTS" | grep -av RBLK-SELFTEST || true)
+    if [[ -z $reports ]]; then
+        result PASS "${1}_shutdown_clean"
+    else
+        result FAIL "${1}_shutdown_clean"
+        echo "    | the kernel reported a problem after the suite's last test (its end, the power-off):"
+        head -n 20 <<<"$reports" | sed 's/^/    | /'
+    fi
+}
 
 boot main --smp 2 -- 'bash /tests/suite-main.sh'
 # The data of the two-boot tests is this run's (a seed from the clock): an earlier run's data
 # left in the images does not verify.
 SEED=$(date +%s)
-boot persist_write -- "bash /tests/suite-persist.sh write $SEED"
+# The write boot's NVMe commands are traced: the fsync after the writes must reach the
+# controller as a Flush command (QEMU writes its image whatever the guest flushes, so the
+# check boot cannot see a missing flush; see tests/guest/suite-persist.sh).
+boot persist_write --trace pci_nvme_write,pci_nvme_flush_ns -- "bash /tests/suite-persist.sh write $SEED"
+if selected persist_write; then
+    # The write covers the 256 MiB namespace in 64 KiB commands (4096); a Flush follows the last.
+    flush_check=$(awk '/^pci_nvme_write / { w++; last_w = NR } /^pci_nvme_flush_ns / { last_f = NR }
+        END { printf "%d writes traced, a flush after the last: %s", w, (last_f > last_w ? "yes" : "no") }' \
+        <(grep -aoE 'pci_nvme_(write|flush_ns) [^[:cntrl:]]*' "$LOGS/persist_write.log.trace" 2>/dev/null))
+    if [[ $flush_check == "4096 writes traced, a flush after the last: yes" ]]; then
+        result PASS nvme_persist_flush_reached_controller
+    else
+        result FAIL nvme_persist_flush_reached_controller
+        echo "    | QEMU's trace of boot persist_write ($LOGS/persist_write.log.trace): $flush_check"
+    fi
+fi
 boot persist_check -- "bash /tests/suite-persist.sh check $SEED"
 # A second NVDIMM with a label area: namespaces made and removed with ndctl.
 boot ndctl --labelled -- 'bash /tests/suite-ndctl.sh'

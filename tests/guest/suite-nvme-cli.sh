@@ -138,7 +138,8 @@ test_nvme_cli_sysfs_identity() {
     local a
     for a in model serial firmware_rev; do
         echo "$a: '$(cat "$R_DIR/sysfs-$a")'"
-        [[ -s $R_DIR/sysfs-$a ]] || fail "no $a in sysfs"
+        [[ -n $(tr -d ' \n' <"$R_DIR/sysfs-$a") ]] || fail "no $a in rust_nvme_mq's sysfs"
+        [[ -n $(tr -d ' \n' <"$C_DIR/sysfs-$a") ]] || fail "no $a in the C driver's sysfs"
         cmp "$C_DIR/sysfs-$a" "$R_DIR/sysfs-$a" || fail "$a differs: C '$(cat "$C_DIR/sysfs-$a")'"
     done
     grep -q "^rblk0001 *$" "$R_DIR/sysfs-serial" || fail "serial"
@@ -152,6 +153,9 @@ test_nvme_cli_ns_identity() {
     local a hex
     for a in $NS_ATTRS; do
         echo "$a: C '$(cat "$C_DIR/ns-$a")', Rust '$(cat "$R_DIR/ns-$a")'"
+        # Two empty values are no comparison: each side has a value, or says "absent".
+        [[ -n $(cat "$C_DIR/ns-$a") ]] || fail "$a under the C driver's disk is empty"
+        [[ -n $(cat "$R_DIR/ns-$a") ]] || fail "$a under rust_nvme_mq's disk is empty"
         expect_eq "$a under the disk" "$(cat "$R_DIR/ns-$a")" "$(cat "$C_DIR/ns-$a")"
     done
     hex() { printf '%s' "$1" | od -An -tx1 | tr -d ' \n'; }

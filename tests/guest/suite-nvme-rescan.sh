@@ -137,12 +137,15 @@ c_ns_attrs() {
     unload_module nvme_core 2>/dev/null || true
 }
 
-# same_as_c DIR: rnvme0n1's identity attributes equal the C driver's in DIR.
+# same_as_c DIR: rnvme0n1's identity attributes equal the C driver's in DIR; each side has a
+# value or says "absent" (two empty values are no comparison).
 same_as_c() {
     local a ours
     for a in $NS_ATTRS; do
         ours=$(cat /sys/block/rnvme0n1/$a 2>/dev/null || echo absent)
         echo "$a: C '$(cat "$1/$a")', Rust '$ours'"
+        [[ -n $(cat "$1/$a") ]] || fail "namespace 1 $a of the C driver ($1) is empty"
+        [[ -n $ours ]] || fail "namespace 1 $a of rust_nvme_mq is empty"
         expect_eq "namespace 1 $a like C ($1)" "$ours" "$(cat "$1/$a")"
     done
 }
