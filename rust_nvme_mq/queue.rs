@@ -355,7 +355,7 @@ impl QueueState {
             }
         }
         // Cannot fail: `free` was allocated for every command id.
-        let _ = self.free.push(cid, GFP_ATOMIC);
+        let _ = self.free.push_within_capacity(cid);
     }
 
     /// Note who holds slot `cid`, just taken: a request of `origin`.
