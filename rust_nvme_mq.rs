@@ -650,7 +650,7 @@ impl NvmeDevice {
         let Allocated { queues, want } =
             alloc_io_queues(pdev, &regs, &mut admin, &params, depth, info.transfer)?;
         let nr_poll = params.poll_queues as usize;
-        drop(admin_irq);
+        pdev.free_irq_handlers(admin_irq)?;
         let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll], &admin_work)?;
         let queues = QueueSet::new(
             queues,
@@ -675,7 +675,7 @@ impl NvmeDevice {
         let namespaces = Namespaces::new(list, passthru, info, params.io_timeout, dev, build_disk)?;
         let namespaces = Arc::new(namespaces, GFP_KERNEL)?;
         let chardev = chardev::register(namespaces.clone(), dev)?;
-        let hotplug = hotplug::register(dev, ctrl.clone(), params.io_timeout)?;
+        let hotplug = hotplug::register(pdev.as_ref(), ctrl.clone(), params.io_timeout)?;
         add_disks(&ctrl, &namespaces)?;
         aen::Aen::start(ctrl.clone(), &admin_work)?;
         Ok(Self {

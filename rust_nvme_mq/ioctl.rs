@@ -94,14 +94,11 @@ impl PassthruCmd {
     fn user_data(&self, vectored: bool) -> Result<UserData> {
         let addr = UserPtr::from_addr(usize::try_from(self.addr)?);
         let len = usize::try_from(self.data_len)?;
-        Ok(if vectored {
-            UserData::Vectors {
-                iov: addr,
-                count: len,
-            }
+        if vectored {
+            UserData::vectors(addr, len)
         } else {
-            UserData::Buffer { addr, len }
-        })
+            UserData::buffer(addr, len)
+        }
     }
 }
 
@@ -495,7 +492,7 @@ impl Passthru {
         let addr = UserPtr::from_addr(usize::try_from(io.addr)?);
         let done = self.run_mapped(nsid, is_write(io.opcode), None, |lba_shift| {
             let len = (usize::from(io.nblocks) + 1) << lba_shift;
-            Ok((sqe, UserData::Buffer { addr, len }))
+            Ok((sqe, UserData::buffer(addr, len)?))
         })?;
         Ok(done.status.into())
     }
@@ -542,9 +539,7 @@ impl Passthru {
         };
         let mut nvme = c.sqe();
         match driver_cmd(&mut nvme) {
-            Ok(bytes) => {
-                disk.submit_driver_cmd_uring(cmd, flags, c.is_write(), bytes, c.timeout(), data)
-            }
+            Ok(bytes) => disk.submit_driver_cmd_uring(cmd, c.is_write(), bytes, c.timeout(), data),
             Err(e) => Answer::Refused(cmd, e),
         }
     }
