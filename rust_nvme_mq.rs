@@ -672,7 +672,7 @@ impl NvmeDevice {
         let Allocated { queues, want } =
             alloc_io_queues(pdev, &regs, &mut admin, &params, depth, info.transfer)?;
         let nr_poll = params.poll_queues as usize;
-        drop(admin_irq);
+        pdev.free_irq_handlers(admin_irq)?;
         let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll], &admin_work)?;
         let queues = QueueSet::new(
             queues,
@@ -694,7 +694,7 @@ impl NvmeDevice {
         announce(pdev, &regs, &ctrl, &info);
         let namespaces = namespace_layer(&ctrl, info, params.io_timeout, dev)?;
         let chardev = chardev::register(namespaces.clone(), dev)?;
-        let hotplug = hotplug::register(dev, ctrl.clone(), params.io_timeout)?;
+        let hotplug = hotplug::register(pdev.as_ref(), ctrl.clone(), params.io_timeout)?;
         Self {
             _hotplug: hotplug,
             _chardev: chardev,

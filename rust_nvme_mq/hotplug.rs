@@ -6,7 +6,7 @@ use crate::ctrl::Ctrl;
 use kernel::{
     cpu::{hotplug, CpuId},
     cpumask::Cpumask,
-    device::{Bound, Device},
+    device::{Core, Device},
     devres::Devres,
     prelude::*,
     sync::Arc,
@@ -24,7 +24,7 @@ pub(crate) struct CpuEvents {
 /// Registers the callbacks of `ctrl` until dropped, or until the device is unbound.
 pub(crate) type Hotplug = Devres<hotplug::Registration<CpuEvents>>;
 
-pub(crate) fn register(dev: &Device<Bound>, ctrl: Arc<Ctrl>, limit: Delta) -> Result<Hotplug> {
+pub(crate) fn register(dev: &Device<Core<'_>>, ctrl: Arc<Ctrl>, limit: Delta) -> Result<Hotplug> {
     hotplug::Registration::new_devres(dev, c"rust_nvme_mq:online", CpuEvents { ctrl, limit })
 }
 

@@ -92,14 +92,11 @@ impl PassthruCmd {
     fn user_data(&self, vectored: bool) -> Result<UserData> {
         let addr = UserPtr::from_addr(usize::try_from(self.addr)?);
         let len = usize::try_from(self.data_len)?;
-        Ok(if vectored {
-            UserData::Vectors {
-                iov: addr,
-                count: len,
-            }
+        if vectored {
+            UserData::vectors(addr, len)
         } else {
-            UserData::Buffer { addr, len }
-        })
+            UserData::buffer(addr, len)
+        }
     }
 }
 
@@ -524,7 +521,7 @@ impl Passthru {
         let addr = UserPtr::from_addr(usize::try_from(io.addr)?);
         let done = self.run_mapped(ns, is_write(io.opcode), None, |lba_shift| {
             let len = (usize::from(io.nblocks) + 1) << lba_shift;
-            Ok((sqe, UserData::Buffer { addr, len }))
+            Ok((sqe, UserData::buffer(addr, len)?))
         })?;
         Ok(done.status.into())
     }
@@ -569,7 +566,7 @@ impl Passthru {
         };
         ns.visit_disk(|disk| match disk {
             Some(disk) => {
-                disk.submit_driver_cmd_uring(cmd, flags, c.is_write(), bytes, c.timeout(), data)
+                disk.submit_driver_cmd_uring(cmd, c.is_write(), bytes, c.timeout(), data)
             }
             None => Answer::Refused(cmd, ENODEV),
         })

@@ -18,15 +18,17 @@ use kernel::{
     block::{
         mq::{
             gen_disk::{GenDisk, GenDiskBuilder},
-            Operations, QueueError, QueueMaps, Request, TagSet, TagSetFlag, TimeoutReturn,
+            Operations, QueueError, QueueMaps, Quiesced, Request, TagSet, TagSetFlag,
+            TimeoutReturn,
         },
         SECTOR_SHIFT,
     },
     device::Device,
     fmt,
     io::{io_project, Io},
+    new_mutex,
     prelude::*,
-    sync::{aref::ARef, Arc, ArcBorrow},
+    sync::{aref::ARef, Arc, ArcBorrow, Mutex},
     time::Delta,
 };
 
@@ -211,6 +213,9 @@ pub(crate) struct Namespaces {
     pub(crate) passthru: Arc<Passthru>,
     /// The tag set all disks of the controller share.
     tagset: Arc<TagSet<NvmeOps>>,
+    /// While the controller is down for a system sleep: the quiesce of the tag set, undone
+    /// when dropped.
+    quiesced: Pin<KBox<Mutex<Option<Quiesced<NvmeOps>>>>>,
     /// Identify Controller: the disks' limits and features (and the sysfs identity).
     pub(crate) info: CtrlInfo,
     io_timeout: Delta,
@@ -231,6 +236,7 @@ impl Namespaces {
         let ctrl = passthru.ctrl.clone();
         Ok(Self {
             tagset: tag_set(&ctrl)?,
+            quiesced: KBox::pin_init(new_mutex!(None), GFP_KERNEL)?,
             ctrl,
             list,
             passthru,
@@ -419,10 +425,13 @@ impl CtrlEvents for Namespaces {
     }
 
     fn quiesce(&self) {
-        self.tagset.quiesce();
+        // A guard already there (a suspend without resume) is replaced: one quiesce is held.
+        let quiesced = self.tagset.quiesce();
+        *self.quiesced.lock() = Some(quiesced);
     }
 
     fn unquiesce(&self) {
-        self.tagset.unquiesce();
+        let quiesced = self.quiesced.lock().take();
+        drop(quiesced);
     }
 }
