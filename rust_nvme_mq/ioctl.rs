@@ -565,9 +565,7 @@ impl Passthru {
             Err(e) => return Answer::Refused(cmd, e),
         };
         ns.visit_disk(|disk| match disk {
-            Some(disk) => {
-                disk.submit_driver_cmd_uring(cmd, c.is_write(), bytes, c.timeout(), data)
-            }
+            Some(disk) => disk.submit_driver_cmd_uring(cmd, c.is_write(), bytes, c.timeout(), data),
             None => Answer::Refused(cmd, ENODEV),
         })
     }
