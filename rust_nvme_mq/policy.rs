@@ -8,7 +8,7 @@
 //! A request tries its home queue first. When that is full, the linear scan
 //! ([`queue_order`]) tries every other queue in turn, each under its lock: with many queues
 //! and all of them busy that is one lock round trip per queue for every submission. The
-//! bounded search ([`tries`]) instead reads the counters of at most [`PEEKS`] other queues
+//! bounded search ([`lenders`]) instead reads the counters of at most [`PEEKS`] other queues
 //! without their locks, spread over the queues from a position that changes with every
 //! search, and locks at most [`TRIES`] of them, those whose counters say they lend most
 //! first. The counters may be stale: the lock decides, with the reserve rule, and a request
@@ -62,11 +62,11 @@ pub(crate) fn peeks(home: usize, nr_queues: usize, seed: u64) -> impl Iterator<I
     let others = nr_queues.saturating_sub(1);
     let n = others.min(PEEKS);
     let step = others.checked_div(n).unwrap_or(0);
+    // `mix(seed) % others` is below `others`, a `usize`.
     let start = u64::try_from(others)
         .ok()
         .and_then(|o| mix(seed).checked_rem(o))
-        .and_then(|s| usize::try_from(s).ok())
-        .unwrap_or(0);
+        .map_or(0, |s| s as usize);
     (0..n).map(move |i| {
         let off = (start + i * step).checked_rem(others).unwrap_or(0);
         (home + 1 + off).checked_rem(nr_queues).unwrap_or(0)
@@ -76,8 +76,8 @@ pub(crate) fn peeks(home: usize, nr_queues: usize, seed: u64) -> impl Iterator<I
 /// The queues a bounded search locks, best first: at most [`TRIES`].
 #[derive(Clone, Copy)]
 pub(crate) struct Lenders {
-    /// Queue and its spare slots, most spare first.
-    best: [Option<(usize, usize)>; TRIES],
+    /// Queue and its spare slots, most spare first; a spare of 0 is no entry.
+    best: [(usize, usize); TRIES],
     next: usize,
 }
 
@@ -85,113 +85,37 @@ impl Iterator for Lenders {
     type Item = usize;
 
     fn next(&mut self) -> Option<usize> {
-        let (q, _) = self.best.get(self.next).copied().flatten()?;
+        let &(q, spare) = self.best.get(self.next)?;
         self.next += 1;
-        Some(q)
+        (spare > 0).then_some(q)
     }
 }
 
 /// The other queues a request from `home` tries when its home queue is full: of those
 /// [`peeks`] looks at, the [`TRIES`] for which `spare` (how many slots queue `i` would lend,
 /// by its counters) is largest, largest first (the first looked at among equals); none that
-/// would lend nothing.
+/// would lend nothing. `seed` picks where the search starts (e.g. a counter of the home
+/// queue's refusals, so that each search starts elsewhere).
+#[inline]
 pub(crate) fn lenders(
     home: usize,
     nr_queues: usize,
     seed: u64,
     spare: impl Fn(usize) -> usize,
 ) -> Lenders {
-    let mut best = [None; TRIES];
+    let mut best = [(0, 0); TRIES];
     for q in peeks(home, nr_queues, seed) {
-        let s = spare(q);
-        if s == 0 {
-            continue;
-        }
-        // Insert into `best` after the entries that spare as much or more; the ones after it
-        // move down one (the last off the end).
-        let mut cand = Some((q, s));
-        let mut shifting = false;
+        // Insert after the entries that spare as much or more; the ones after it move down
+        // one (the last off the end). Empty entries spare 0: a candidate sparing 0 is kept
+        // out by the strict comparison.
+        let mut cand = (q, spare(q));
+        let mut moving = false;
         for entry in best.iter_mut() {
-            let Some(c) = cand else {
-                break;
-            };
-            match *entry {
-                Some((_, have)) if !shifting && have >= c.1 => {}
-                _ => {
-                    cand = entry.replace(c);
-                    shifting = true;
-                }
+            if moving || entry.1 < cand.1 {
+                core::mem::swap(entry, &mut cand);
+                moving = true;
             }
         }
     }
     Lenders { best, next: 0 }
-}
-
-/// Where a bounded search is.
-enum Stage {
-    /// The home queue is next.
-    Home,
-    /// The home queue refused: look for lenders.
-    Search,
-    /// Trying the lenders found.
-    Others(Lenders),
-    Done,
-}
-
-/// The queues a request from `home` tries, in order, with the bounded search: see [`tries`].
-pub(crate) struct Tries<S, F> {
-    home: usize,
-    nr_queues: usize,
-    overflow: bool,
-    seed: Option<S>,
-    spare: F,
-    stage: Stage,
-}
-
-impl<S: FnOnce() -> u64, F: Fn(usize) -> usize> Iterator for Tries<S, F> {
-    type Item = usize;
-
-    fn next(&mut self) -> Option<usize> {
-        loop {
-            match &mut self.stage {
-                Stage::Home => {
-                    self.stage = if self.overflow {
-                        Stage::Search
-                    } else {
-                        Stage::Done
-                    };
-                    return Some(self.home);
-                }
-                Stage::Search => {
-                    // Asked for once the home queue has refused, not before.
-                    let seed = self.seed.take().map_or(0, |seed| seed());
-                    self.stage =
-                        Stage::Others(lenders(self.home, self.nr_queues, seed, &self.spare));
-                }
-                Stage::Others(l) => return l.next(),
-                Stage::Done => return None,
-            }
-        }
-    }
-}
-
-/// The queues a request from `home` (out of `nr_queues`) tries, with the bounded search: the
-/// home queue, then, with `overflow`, the [`lenders`] found with the seed `seed` gives (called
-/// once the home queue has refused, e.g. a counter of the home queue's refusals, so that each
-/// search starts elsewhere) and `spare`, each queue's slots to lend by its counters.
-pub(crate) fn tries<S: FnOnce() -> u64, F: Fn(usize) -> usize>(
-    home: usize,
-    nr_queues: usize,
-    overflow: bool,
-    seed: S,
-    spare: F,
-) -> Tries<S, F> {
-    Tries {
-        home,
-        nr_queues,
-        overflow,
-        seed: Some(seed),
-        spare,
-        stage: Stage::Home,
-    }
 }

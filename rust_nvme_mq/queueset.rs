@@ -29,7 +29,7 @@ use kernel::{
 #[path = "policy.rs"]
 mod policy;
 
-use policy::{lend_reserve, queue_order};
+use policy::{lend_reserve, lenders, queue_order};
 
 /// The lending rule, for a request tried on queue `qi` (of `slots` slots) whose home queue is
 /// `home`. A request of one of the queue's own CPUs may take any free slot; a request of a
@@ -241,34 +241,9 @@ impl QueueSet {
         policy::spare(q.slots(), submitted.load(Relaxed), completed.load(Relaxed))
     }
 
-    /// The queues a request of queue `home` (of the `count` queues from `first`) tries, in
-    /// order, as offsets from `first`: the home queue, then with `overflow_scan` every other
-    /// queue in turn, else those the bounded search ([`policy::tries`]) picks.
-    fn tries(&self, first: usize, count: usize, home: usize) -> impl Iterator<Item = usize> + '_ {
-        let scan = self
-            .scan
-            .then(|| queue_order(home - first, count, self.overflow));
-        let bounded = (!self.scan).then(|| {
-            policy::tries(
-                home - first,
-                count,
-                self.overflow,
-                // Each search starts elsewhere: the home queue's count of own requests it
-                // refused (just counted one more), a counter only the home queue's CPUs move.
-                move || {
-                    self.queues
-                        .get(home)
-                        .map_or(0, |q| q.stats.full.load(Relaxed))
-                },
-                move |i| self.spare(first + i),
-            )
-        });
-        Iterator::chain(scan.into_iter().flatten(), bounded.into_iter().flatten())
-    }
-
     /// Submit `rq` for namespace `ns`: to its home queue, or with `overflow`, when that is
     /// full, to one of at most [`policy::TRIES`] other queues that lends it a slot, chosen by
-    /// the bounded search ([`policy::tries`]): of at most [`policy::PEEKS`] queues, those
+    /// the bounded search ([`policy::lenders`]): of at most [`policy::PEEKS`] queues, those
     /// whose counters, read without their locks, say they have most slots to spare (with
     /// `overflow_scan`, to the first other queue in turn that lends it one). `ENOMEM` (blk-mq
     /// retries later) when no queue tried takes it.
@@ -285,17 +260,49 @@ impl QueueSet {
             Err(back) => back,
         };
         if self.overflow {
-            // `tries` yields the home queue first: tried above.
-            for qi in self.tries(first, count, home).skip(1) {
-                rq = match self.try_queue(ns, rq, first + qi, home, delivery) {
-                    Ok(outcome) => return outcome,
-                    Err(back) => back,
-                };
-            }
+            let (at, n) = (home - first, count);
+            let tried = if self.scan {
+                // `queue_order` yields the home queue first: tried above.
+                let others = queue_order(at, n, true).skip(1);
+                self.try_each(ns, rq, others, first, home, delivery)
+            } else {
+                // Each search starts elsewhere: the home queue's count of own requests it
+                // refused (just counted one more), a counter only the home queue's CPUs move.
+                let seed = self
+                    .queues
+                    .get(home)
+                    .map_or(0, |q| q.stats.full.load(Relaxed));
+                let lenders = lenders(at, n, seed, |i| self.spare(first + i));
+                self.try_each(ns, rq, lenders, first, home, delivery)
+            };
+            rq = match tried {
+                Ok(outcome) => return outcome,
+                Err(back) => back,
+            };
         }
         // Every queue we may use is full or keeps its reserve: BLK_STS_RESOURCE, blk-mq
         // retries later.
         Err(QueueError::new(rq, ENOMEM))
+    }
+
+    /// Try the queues `others` (offsets from `first`) in turn for `rq`, a request of home
+    /// queue `home`, until one takes or fails it: `Err` with the request if all refused.
+    fn try_each(
+        &self,
+        ns: NsAddr,
+        mut rq: ARef<Request<NvmeOps>>,
+        others: impl Iterator<Item = usize>,
+        first: usize,
+        home: usize,
+        delivery: Delivery,
+    ) -> Result<Result<(), QueueError<NvmeOps>>, ARef<Request<NvmeOps>>> {
+        for qi in others {
+            rq = match self.try_queue(ns, rq, first + qi, home, delivery) {
+                Ok(outcome) => return Ok(outcome),
+                Err(back) => back,
+            };
+        }
+        Err(rq)
     }
 
     /// Try queue `qi` for `rq`, a request of home queue `home`: `Ok` with the outcome if the
@@ -721,41 +728,23 @@ mod tests {
     }
 
     #[test]
-    fn tries_home_first_then_lenders_seeded_after_home() {
-        let seeded = core::cell::Cell::new(false);
-        let spare = |q: usize| usize::from(q == 3);
-        let mut tries = policy::tries(
-            1,
-            4,
-            true,
-            || {
-                seeded.set(true);
-                0
-            },
-            spare,
-        );
-        assert_eq!(tries.next(), Some(1));
-        // The seed is read once the home queue has been tried (and refused).
-        assert!(!seeded.get());
-        assert_eq!(tries.next(), Some(3));
-        assert!(seeded.get());
-        assert_eq!(tries.next(), None);
-        // Without overflow: the home queue only, and no counter is read.
+    fn lenders_wrap_around_and_need_another_queue() {
+        // Home 3 of 4: the others are 0, 1 and 2, whatever the seed.
+        for seed in 0..8 {
+            let got = collect(policy::lenders(3, 4, seed, |_| 1));
+            assert_eq!(got.len(), policy::TRIES);
+            assert!(got[0] != got[1] && got.iter().all(|&q| q < 3));
+            let looked = collect(policy::peeks(3, 4, seed));
+            assert_eq!(looked.len(), 3);
+            assert!((0..3).all(|q| looked.contains(&q)));
+        }
+        // A single queue lends to nobody, and its counters are not read.
         let read = core::cell::Cell::new(false);
-        let tries = policy::tries(
-            1,
-            4,
-            false,
-            || {
-                read.set(true);
-                0
-            },
-            |_| {
-                read.set(true);
-                1
-            },
-        );
-        assert_eq!(&collect(tries)[..], &[1]);
+        let spare = |_| {
+            read.set(true);
+            1
+        };
+        assert_eq!(policy::lenders(0, 1, 5, spare).count(), 0);
         assert!(!read.get());
     }
 

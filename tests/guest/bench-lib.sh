@@ -78,7 +78,7 @@ nvme_run() {
     shift
     while [[ $1 != -- ]]; do params+=("$1"); shift; done
     shift
-    insmod "$MODDIR/rust_nvme_mq.ko" io_queue_depth=$DEPTH "${params[@]}"
+    insmod "$MODDIR/${NVME_KO:-rust_nvme_mq.ko}" io_queue_depth=$DEPTH "${params[@]}"
     wait_dev $DEV
     bench_fio "$cfg" "$round" "${common[@]}" "$@"
     queues "$cfg" "$round"

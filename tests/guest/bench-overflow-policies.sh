@@ -9,6 +9,8 @@
 #   deep_*  one deep reader (iodepth 64) on CPU0, one shallow reader (iodepth 4) on each other
 #           CPU.
 # Run with --smp 8 (issue 30's many-CPU guest) or --smp 4 (the overflow bench's size).
+# With $MODDIR/rust_nvme_mq_base.ko (scripts/run-bench.sh --base-ko, or copied beside the
+# modules) the bounded search of that build too, as skew_base and deep_base, in every round.
 # Output as bench-overflow.sh: chunked "BENCH" fio JSON (per reader), "STAT" CPU ticks,
 # "QUEUES" debugfs counters.
 #
@@ -40,9 +42,13 @@ for round in $(seq "$ROUNDS"); do
     nvme_run skew_off overflow=0 -- "${skew_jobs[@]}"
     nvme_run skew_scan overflow=1 overflow_scan=1 -- "${skew_jobs[@]}"
     nvme_run skew_on overflow=1 -- "${skew_jobs[@]}"
+    [[ ! -f $MODDIR/rust_nvme_mq_base.ko ]] ||
+        NVME_KO=rust_nvme_mq_base.ko nvme_run skew_base overflow=1 -- "${skew_jobs[@]}"
     nvme_run deep_off overflow=0 -- "${deep_jobs[@]}"
     nvme_run deep_scan overflow=1 overflow_scan=1 -- "${deep_jobs[@]}"
     nvme_run deep_on overflow=1 -- "${deep_jobs[@]}"
+    [[ ! -f $MODDIR/rust_nvme_mq_base.ko ]] ||
+        NVME_KO=rust_nvme_mq_base.ko nvme_run deep_base overflow=1 -- "${deep_jobs[@]}"
 done
 kernel_clean
 echo "bench: done"

@@ -14,7 +14,7 @@ checks, printing "PASS name" / "FAIL name" lines:
   overflow_model_same_policy   the model compiled rust_nvme_mq/policy.rs as it is (the hash
                                of the source it embeds is the file's), and the driver's
                                queueset.rs includes that file and submits through its
-                               bounded search (policy::tries) unless overflow_scan (the
+                               bounded search (policy::lenders) unless overflow_scan (the
                                linear scan, for comparison; off by default) is set
   overflow_model_locks_256     bounded search at 256 queues, worst load: mean queue locks per
                                overflowing submission <= 2, p99 <= 4
@@ -65,17 +65,15 @@ grep -qE '^#\[path = "\.\./\.\./\.\./rust_nvme_mq/policy\.rs"\]$' "$TOP/tools/ov
     || why+=("tools/overflow-model/src/main.rs does not include ../../../rust_nvme_mq/policy.rs")
 # queueset.rs: the policy file as its module, and the submission path through it (the linear
 # scan only with overflow_scan, off by default).
-python3 - "$TOP/rust_nvme_mq/queueset.rs" "$TOP/rust_nvme_mq.rs" <<'EOF' || why+=("rust_nvme_mq/queueset.rs does not include policy.rs as a module, or its submit does not go through policy::tries, or the overflow_scan parameter is not off by default")
+python3 - "$TOP/rust_nvme_mq/queueset.rs" "$TOP/rust_nvme_mq.rs" <<'EOF' || why+=("rust_nvme_mq/queueset.rs does not include policy.rs as a module, or its submit does not go through policy::lenders, or the overflow_scan parameter is not off by default")
 import re, sys
 src = open(sys.argv[1]).read()
 ok = re.search(r'#\[path = "policy\.rs"\]\s*mod policy;', src)
 submit = re.search(r'pub\(crate\) fn submit\((.*?)\n    }\n', src, re.S)
 body = submit.group(1) if submit else ""
-# submit takes its queues from `self.tries(..)`, whose body holds the bounded search.
-tries = re.search(r'\n    fn tries\((.*?)\n    }\n', src, re.S)
-if re.search(r'\bself\.tries\(', body) and tries:
-    body = tries.group(1)
-bounded = re.search(r'\(!self\.scan\)\.then\(\|\| \{\s*policy::tries\(', body)
+# Once the home queue refused: the linear scan under `if self.scan`, else the lenders.
+bounded = re.search(r'if self\.scan \{.*?\} else \{.*?\blenders\(', body, re.S)
+bounded = bounded and re.search(r'use policy::\{[^}]*\blenders\b', src)
 default = re.search(r'overflow_scan: bool \{\s*default: false,', open(sys.argv[2]).read())
 sys.exit(0 if ok and bounded and default else 1)
 EOF

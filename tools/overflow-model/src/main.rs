@@ -19,7 +19,7 @@
 //! understates the linear scan's cost on a real many-CPU machine.
 //!
 //! Policies: `off` (overflow=0: the home queue only), `linear` (the scan of every queue in
-//! turn, `policy::queue_order`) and `bounded` (`policy::tries`: the home queue, then at most
+//! turn, `policy::queue_order`) and `bounded` (the home queue, then `policy::lenders`: at most
 //! `policy::TRIES` of `policy::PEEKS` queues looked at by their counters).
 //!
 //! Loads (every reader iodepth 8): `one_hot` CPU 0 runs 3 readers (24 requests for 15
@@ -387,18 +387,17 @@ impl Sim {
         let placed = match self.policy {
             Policy::Off => core::iter::once(home).find(|&q| take(q)),
             Policy::Linear => policy::queue_order(home, n, true).find(|&q| take(q)),
-            Policy::Bounded => policy::tries(
-                home,
-                n,
-                true,
-                || queues[home].full.get(),
-                |q| {
-                    peeks.set(peeks.get() + 1);
-                    let (submitted, completed) = queues[q].seen_at(now);
-                    policy::spare(SLOTS, submitted, completed)
-                },
-            )
-            .find(|&q| take(q)),
+            Policy::Bounded => {
+                // As `QueueSet::submit`: the home queue, then the lenders found once it refused.
+                core::iter::once(home).find(|&q| take(q)).or_else(|| {
+                    let spare = |q: usize| {
+                        peeks.set(peeks.get() + 1);
+                        let (submitted, completed) = queues[q].seen_at(now);
+                        policy::spare(SLOTS, submitted, completed)
+                    };
+                    policy::lenders(home, n, queues[home].full.get(), spare).find(|&q| take(q))
+                })
+            }
         };
         (placed, locks, peeks.get())
     }
