@@ -776,6 +776,16 @@ impl pci::Driver for NvmeDriver {
         this.ctrl.resume();
         Ok(())
     }
+
+    const RESET_HANDLERS: bool = true;
+
+    fn reset_prepare<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        this.ctrl.function_reset_prepare();
+    }
+
+    fn reset_done<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        this.ctrl.function_reset_done(pdev.as_ref());
+    }
 }
 
 /// The module: the PCI driver, registered after the parameters are checked.

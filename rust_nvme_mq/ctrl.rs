@@ -587,6 +587,65 @@ impl Ctrl {
         }
     }
 
+    /// Before a reset of the PCI function (the `reset` attribute in sysfs, another driver,
+    /// a bus reset), with the device lock held, like the C driver's `nvme_reset_prepare()`:
+    /// take the controller out of service as the first half of a reset does (submissions
+    /// turned away and retried by blk-mq, the I/O queues deleted, the controller disabled, the
+    /// requests it held given back to the block layer), so that the function reset loses
+    /// nothing. A reset work item that runs meanwhile finishes its attempt first (the admin
+    /// lock); a controller that is dead, suspended or being removed is left as it is.
+    pub(crate) fn function_reset_prepare(&self) {
+        loop {
+            match self.state() {
+                CtrlState::Resetting => break,
+                CtrlState::Live if self.change(CtrlState::Live, CtrlState::Resetting) => break,
+                CtrlState::Live => continue,
+                _ => return,
+            }
+        }
+        let requeued = self.stop_and_requeue_all(&mut self.admin.lock());
+        pr_info!(
+            "rnvme{}: PCI function reset: controller disabled, {} requests requeued\n",
+            self.index,
+            requeued
+        );
+    }
+
+    /// After the function reset [`Ctrl::function_reset_prepare`] prepared for, under the same
+    /// holding of the device lock (`dev`, with the configuration space restored): bring the
+    /// controller back as the second half of a reset does, at once (the reset work item would
+    /// need the device lock). If that fails, the reset work item retries, as after any failed
+    /// attempt.
+    pub(crate) fn function_reset_done(self: &Arc<Self>, dev: &Device<Core<'_>>) {
+        if self.state() != CtrlState::Resetting {
+            return;
+        }
+        let result = {
+            let mut admin = self.admin.lock();
+            // A reset work item may have brought it back meanwhile.
+            if self.state() != CtrlState::Resetting {
+                return;
+            }
+            let _ = self.stop_and_requeue_all(&mut admin);
+            self.restart(&mut admin, Some(dev))
+        };
+        match result {
+            Ok(()) => {
+                self.live_again();
+                pr_info!("rnvme{}: PCI function reset: controller back\n", self.index);
+            }
+            Err(e) => {
+                pr_warn!(
+                    "rnvme{}: PCI function reset: controller not back ({:?}), resetting it\n",
+                    self.index,
+                    e
+                );
+                // Queued at most once: a queued work item is not queued again.
+                let _ = workqueue::system_unbound().enqueue(self.clone());
+            }
+        }
+    }
+
     /// Wait (at most [`SHUTDOWN_DRAIN`]) until no command is in flight; submissions are turned
     /// away already.
     fn drain(&self) {
@@ -663,7 +722,7 @@ impl Ctrl {
             let (requeued, result) = {
                 let mut admin = self.admin.lock();
                 let requeued = self.stop_and_requeue_all(&mut admin);
-                (requeued, self.restart(&mut admin))
+                (requeued, self.restart(&mut admin, None))
             };
             let e = match result {
                 Ok(()) => {
@@ -779,13 +838,17 @@ impl Ctrl {
         requeued
     }
 
-    /// Second half of a reset: redo the PCI setup, enable the controller and recreate the I/O
+    /// Second half of a reset: redo the PCI setup (with `locked`, the device whose lock the
+    /// caller holds; else the lock is taken here), enable the controller and recreate the I/O
     /// queues.
-    fn restart(&self, admin: &mut AdminQueue) -> Result {
+    fn restart(&self, admin: &mut AdminQueue, locked: Option<&Device<Core<'_>>>) -> Result {
         if take_one(&self.faults.fail_resets) {
             return Err(ENODEV);
         }
-        self.enable_pci()?;
+        match locked {
+            Some(dev) => self.enable_pci_locked(dev)?,
+            None => self.enable_pci()?,
+        }
         // With memory decoding off, the first half could not disable the controller (its
         // registers did not answer): it would still run on the old queues, with the admin
         // queue out of step (QEMU then executes stale admin entries). Disable it now.
