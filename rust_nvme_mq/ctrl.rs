@@ -253,6 +253,9 @@ pub(crate) struct Ctrl {
     admin: Mutex<AdminQueue>,
     /// A [`CtrlState`], changed by [`Ctrl::change`] only.
     state: Atomic<i32>,
+    /// A reset of the PCI function is under way ([`Ctrl::function_reset_prepare`] to
+    /// [`Ctrl::function_reset_done`]): a reset work item leaves the controller to it.
+    function_reset: Atomic<bool>,
     /// Written by debugfs, read by submission and reset.
     pub(crate) faults: Faults,
     /// The PCI function, while the driver is bound: a reset turns bus mastering on again.
@@ -299,6 +302,7 @@ impl Ctrl {
                 queues,
                 admin <- new_mutex!(queue),
                 state: Atomic::new(CtrlState::Live as i32),
+                function_reset: Atomic::new(false),
                 faults: Faults {
                     lose: Atomic::new(0),
                     fail_resets: Atomic::new(0),
@@ -592,48 +596,63 @@ impl Ctrl {
     /// take the controller out of service as the first half of a reset does (submissions
     /// turned away and retried by blk-mq, the I/O queues deleted, the controller disabled, the
     /// requests it held given back to the block layer), so that the function reset loses
-    /// nothing. A reset work item that runs meanwhile finishes its attempt first (the admin
-    /// lock); a controller that is dead, suspended or being removed is left as it is.
+    /// nothing; the state is `Resetting` until [`Ctrl::function_reset_done`].
+    ///
+    /// Decided under the admin lock, which a reset work item holds for a whole attempt, up to
+    /// its return to `Live`: a reset that is over shows `Live` here (taken out of service
+    /// again), one that is not shows `Resetting` (joined: its next attempts need the device
+    /// lock, so none can succeed before the function reset is done). A controller that is
+    /// dead, suspended or being removed is left as it is.
     pub(crate) fn function_reset_prepare(&self) {
-        loop {
+        // Before the admin lock: a reset attempt that holds it and waits for the device lock
+        // (which the PCI core holds now) gives up at once.
+        self.function_reset.store(true, Relaxed);
+        let mut admin = self.admin.lock();
+        let joined = loop {
             match self.state() {
-                CtrlState::Resetting => break,
-                CtrlState::Live if self.change(CtrlState::Live, CtrlState::Resetting) => break,
+                CtrlState::Live if self.change(CtrlState::Live, CtrlState::Resetting) => {
+                    break false;
+                }
+                // A reset was scheduled meanwhile (without the admin lock): join it.
                 CtrlState::Live => continue,
-                _ => return,
+                CtrlState::Resetting => break true,
+                _ => {
+                    self.function_reset.store(false, Relaxed);
+                    return;
+                }
             }
-        }
-        let requeued = self.stop_and_requeue_all(&mut self.admin.lock());
+        };
+        let requeued = self.stop_and_requeue_all(&mut admin);
         pr_info!(
-            "rnvme{}: PCI function reset: controller disabled, {} requests requeued\n",
+            "rnvme{}: PCI function reset: controller disabled, {} requests requeued{}\n",
             self.index,
-            requeued
+            requeued,
+            if joined { " (a reset was running)" } else { "" }
         );
     }
 
     /// After the function reset [`Ctrl::function_reset_prepare`] prepared for, under the same
     /// holding of the device lock (`dev`, with the configuration space restored): bring the
-    /// controller back as the second half of a reset does, at once (the reset work item would
+    /// controller back as the second half of a reset does, at once (a reset work item would
     /// need the device lock). If that fails, the reset work item retries, as after any failed
-    /// attempt.
+    /// attempt. Nothing to do if the preparation left the controller alone (dead, suspended,
+    /// being removed) or a reset work item gave up meanwhile (dead).
     pub(crate) fn function_reset_done(self: &Arc<Self>, dev: &Device<Core<'_>>) {
-        if self.state() != CtrlState::Resetting {
-            return;
-        }
         let result = {
             let mut admin = self.admin.lock();
-            // A reset work item may have brought it back meanwhile.
-            if self.state() != CtrlState::Resetting {
+            // A reset work item queued from now on (the one below included) does its work.
+            if !self.function_reset.xchg(false, Relaxed) || self.state() != CtrlState::Resetting {
                 return;
             }
             let _ = self.stop_and_requeue_all(&mut admin);
-            self.restart(&mut admin, Some(dev))
+            let result = self.restart(&mut admin, Some(dev));
+            if result.is_ok() {
+                self.live_again();
+            }
+            result
         };
         match result {
-            Ok(()) => {
-                self.live_again();
-                pr_info!("rnvme{}: PCI function reset: controller back\n", self.index);
-            }
+            Ok(()) => pr_info!("rnvme{}: PCI function reset: controller back\n", self.index),
             Err(e) => {
                 pr_warn!(
                     "rnvme{}: PCI function reset: controller not back ({:?}), resetting it\n",
@@ -721,17 +740,38 @@ impl Ctrl {
         let err = loop {
             let (requeued, result) = {
                 let mut admin = self.admin.lock();
+                if self.function_reset.load(Relaxed) {
+                    // The PCI function is being reset: its end brings the controller back
+                    // (`function_reset_done`, which queues this again if that fails).
+                    pr_info!(
+                        "rnvme{}: controller reset left to the PCI function reset\n",
+                        self.index
+                    );
+                    return;
+                }
                 let requeued = self.stop_and_requeue_all(&mut admin);
-                (requeued, self.restart(&mut admin, None))
+                let result = self.restart(&mut admin, None);
+                // Under the admin lock: a function reset that takes it next sees `Live` (and
+                // takes the controller out of service again), not a reset that is over.
+                if result.is_ok() {
+                    self.live_again();
+                }
+                (requeued, result)
             };
             let e = match result {
                 Ok(()) => {
-                    self.live_again();
                     pr_info!(
                         "rnvme{}: controller reset done, {} requests requeued (attempt {})\n",
                         self.index,
                         requeued,
                         attempt
+                    );
+                    return;
+                }
+                Err(_) if self.function_reset.load(Relaxed) => {
+                    pr_info!(
+                        "rnvme{}: controller reset left to the PCI function reset\n",
+                        self.index
                     );
                     return;
                 }
@@ -798,7 +838,8 @@ impl Ctrl {
                 Err(e)
                     if e == EBUSY
                         && tries < PCI_LOCK_TRIES
-                        && self.state() != CtrlState::Deleting =>
+                        && self.state() != CtrlState::Deleting
+                        && !self.function_reset.load(Relaxed) =>
                 {
                     tries += 1;
                     fsleep(Delta::from_millis(10));
