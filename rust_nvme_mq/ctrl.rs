@@ -738,25 +738,9 @@ impl Ctrl {
     fn reset(&self) {
         let mut attempt = 1;
         let err = loop {
-            let (requeued, result) = {
-                let mut admin = self.admin.lock();
-                if self.function_reset.load(Relaxed) {
-                    // The PCI function is being reset: its end brings the controller back
-                    // (`function_reset_done`, which queues this again if that fails).
-                    pr_info!(
-                        "rnvme{}: controller reset left to the PCI function reset\n",
-                        self.index
-                    );
-                    return;
-                }
-                let requeued = self.stop_and_requeue_all(&mut admin);
-                let result = self.restart(&mut admin, None);
-                // Under the admin lock: a function reset that takes it next sees `Live` (and
-                // takes the controller out of service again), not a reset that is over.
-                if result.is_ok() {
-                    self.live_again();
-                }
-                (requeued, result)
+            let (requeued, result) = match self.reset_attempt() {
+                Some(outcome) => outcome,
+                None => return self.left_to_function_reset(),
             };
             let e = match result {
                 Ok(()) => {
@@ -768,12 +752,9 @@ impl Ctrl {
                     );
                     return;
                 }
+                // It waited for the device lock, which the PCI core holds for it.
                 Err(_) if self.function_reset.load(Relaxed) => {
-                    pr_info!(
-                        "rnvme{}: controller reset left to the PCI function reset\n",
-                        self.index
-                    );
-                    return;
+                    return self.left_to_function_reset()
                 }
                 Err(e) => e,
             };
@@ -791,6 +772,33 @@ impl Ctrl {
             fsleep(RESET_RETRY_DELAY);
         };
         self.die(attempt, err);
+    }
+
+    /// One attempt of [`Ctrl::reset`], under the admin lock: how many requests it requeued
+    /// and whether the controller is back (`Live` again, still under the lock: a function
+    /// reset that takes it next sees `Live`, not a reset that is over). `None`, without
+    /// touching the controller, while the PCI function is being reset.
+    fn reset_attempt(&self) -> Option<(usize, Result)> {
+        let mut admin = self.admin.lock();
+        if self.function_reset.load(Relaxed) {
+            return None;
+        }
+        let requeued = self.stop_and_requeue_all(&mut admin);
+        let result = self.restart(&mut admin, None);
+        if result.is_ok() {
+            self.live_again();
+        }
+        Some((requeued, result))
+    }
+
+    /// A reset work item that finds the PCI function being reset stops: the end of the
+    /// function reset brings the controller back (`function_reset_done`, which queues the
+    /// work item again if that fails).
+    fn left_to_function_reset(&self) {
+        pr_info!(
+            "rnvme{}: controller reset left to the PCI function reset\n",
+            self.index
+        );
     }
 
     /// The end of a reset that failed `attempts` times, the last with `err`: the controller
