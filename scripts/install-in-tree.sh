@@ -36,6 +36,12 @@ grep -q 'drivers/block/rust_blk/Kconfig' "$TREE/drivers/block/Kconfig" ||
     sed -i 's|^source "drivers/block/rnull/Kconfig"|&\n\nsource "drivers/block/rust_blk/Kconfig"|' "$TREE/drivers/block/Kconfig"
 grep -q 'drivers/block/rust_blk/Kconfig' "$TREE/drivers/block/Kconfig" ||
     { echo "install-in-tree: could not hook drivers/block/Kconfig" >&2; exit 1; }
-grep -q 'rust_blk/' "$TREE/drivers/block/Makefile" ||
-    echo 'obj-y				+= rust_blk/' >>"$TREE/drivers/block/Makefile"
+# A new file, not an append: the tree may be a copy made with hard links (scripts/build-kernel.sh
+# stages it with cp -al), whose files are the pristine source's; `>>` would change that too
+# (as `sed -i` above does not: it writes a new file).
+if ! grep -q 'rust_blk/' "$TREE/drivers/block/Makefile"; then
+    { cat "$TREE/drivers/block/Makefile" && echo 'obj-y				+= rust_blk/'; } >"$TREE/drivers/block/Makefile.rblk" &&
+        mv "$TREE/drivers/block/Makefile.rblk" "$TREE/drivers/block/Makefile" ||
+        { echo "install-in-tree: could not hook drivers/block/Makefile" >&2; exit 1; }
+fi
 echo "install-in-tree: installed into $DEST"

@@ -68,6 +68,12 @@ if cold_configure cold_fetch_and_configure; then
         [[ -f "$tree/rust/kernel/block/mq.rs" ]] || echo "no patched tree"
         [[ -f "$tree/drivers/block/rust_blk/rust_pmem.rs" ]] || echo "drivers not installed in the tree"
         grep -q 'rust_blk/Kconfig' "$tree/drivers/block/Kconfig" || echo "Kconfig not hooked"
+        grep -q 'rust_blk/' "$tree/drivers/block/Makefile" || echo "Makefile not hooked"
+        # The tree is staged with hard links to the source: hooking the drivers must not
+        # change the pristine source (scripts/dev-tree.sh copies it as the series' base).
+        ! grep -q 'rust_blk' "$cache/src/linux-source-7.3/drivers/block/Makefile" \
+            "$cache/src/linux-source-7.3/drivers/block/Kconfig" ||
+            echo "installing the drivers into the tree changed the pristine source's drivers/block"
         check_config "$BUILD" CONFIG_RUST=y CONFIG_BLK_DEV_PMEM=m CONFIG_BLK_DEV_NVME=m \
             CONFIG_LIBNVDIMM=y CONFIG_PCI_MSI=y || true
         [[ ! -e "$BUILD/vmlinux" ]] || echo "--configure-only built a kernel"
