@@ -644,12 +644,7 @@ impl Ctrl {
             if !self.function_reset.xchg(false, Relaxed) || self.state() != CtrlState::Resetting {
                 return;
             }
-            let _ = self.stop_and_requeue_all(&mut admin);
-            let result = self.restart(&mut admin, Some(dev));
-            if result.is_ok() {
-                self.live_again();
-            }
-            result
+            self.cycle(&mut admin, Some(dev)).1
         };
         match result {
             Ok(()) => pr_info!("rnvme{}: PCI function reset: controller back\n", self.index),
@@ -783,12 +778,19 @@ impl Ctrl {
         if self.function_reset.load(Relaxed) {
             return None;
         }
-        let requeued = self.stop_and_requeue_all(&mut admin);
-        let result = self.restart(&mut admin, None);
+        Some(self.cycle(&mut admin, None))
+    }
+
+    /// Both halves of a reset with the admin lock held ([`Ctrl::stop_and_requeue_all`], then
+    /// [`Ctrl::restart`] with `locked`) and, if the controller is back, [`Ctrl::live_again`]
+    /// before the lock goes: how many requests were requeued, and whether it is back.
+    fn cycle(&self, admin: &mut AdminQueue, locked: Option<&Device<Core<'_>>>) -> (usize, Result) {
+        let requeued = self.stop_and_requeue_all(admin);
+        let result = self.restart(admin, locked);
         if result.is_ok() {
             self.live_again();
         }
-        Some((requeued, result))
+        (requeued, result)
     }
 
     /// A reset work item that finds the PCI function being reset stops: the end of the
