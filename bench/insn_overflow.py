@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from insn_profile import parse_log  # noqa: E402
+from insn_profile import Symbols, parse_log  # noqa: E402
 
 # Completion-side symbols of rust_nvme_mq (substrings of the mangled names).
 COMPLETION = ("4reap", "8read_cqe", "13handle_vector", "7Handler6handle", "15finish_deferred",
@@ -24,22 +24,21 @@ ENTRY = "17queue_rq_callback"
 
 def window(dump, syms):
     """-> (submission-side instructions in rust_nvme_mq, queue_rq calls) of one dump."""
-    syms = sorted(syms)
-    starts = [a for a, _, _ in syms]
     entry = [a for a, n, _ in syms if ENTRY in n]
     if len(entry) != 1:
         sys.exit(f"insn_overflow: {len(entry)} symbols named *{ENTRY}* in the KSYM lines")
-    import bisect
+    modules = Symbols(syms)
     insns, calls = 0, 0
     for line in Path(dump).read_text().splitlines():
         vaddr, n, execs = line.split()
         addr = int(vaddr, 16)
         if addr == entry[0]:
             calls += int(execs)
-        i = bisect.bisect_right(starts, addr) - 1
-        if i < 0 or addr - starts[i] > 0x100000:
+        sym = modules.find(addr)
+        # As insn_profile.window: farther than 1 MiB from a module symbol is not the module's.
+        if sym is None or addr - sym[0] > 0x100000:
             continue
-        _, name, mod = syms[i]
+        _, name, mod = sym
         if mod != "[rust_nvme_mq]" or any(c in name for c in COMPLETION):
             continue
         insns += int(n) * int(execs)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import parse, reader_iops, iops  # noqa: E402
+from report import Part, iops, parse, ratios_overflow  # noqa: E402
 
 
 def med(xs):
@@ -43,29 +43,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("log")
     args = ap.parse_args()
-    runs, _, queues = parse(args.log)
+    runs, stats, queues = parse(args.log)
     pols = [p for p in ("scan", "on", "base") if f"skew_{p}" in runs]
     if "skew_off" not in runs or not pols:
         sys.exit(f"overflow_policies: no skew_off/skew_<policy> runs in {args.log}")
-
-    def rounds(a, b):
-        return sorted(set(runs.get(a, {})) & set(runs.get(b, {})))
-
-    def spread(cfg):
-        return [max(v.values()) / max(min(v.values()), 1e-9) for v in map(reader_iops, runs[cfg].values())]
-
-    def ratio(on, off):
-        return [iops(runs[on][r]) / iops(runs[off][r]) for r in rounds(on, off)]
-
-    def keep(on, off, prefix):
-        out = []
-        for r in rounds(on, off):
-            a, b = reader_iops(runs[on][r]), reader_iops(runs[off][r])
-            out.append(min(a[n] / max(b[n], 1e-9) for n in a if n.startswith(prefix)))
-        return out
-
-    def gain(on, off, name):
-        return [reader_iops(runs[on][r])[name] / max(reader_iops(runs[off][r])[name], 1e-9) for r in rounds(on, off)]
+    # The overflow bench's own figures (bench/report.py), with each policy's runs as its "_on".
+    figs = {}
+    for p in pols:
+        named = {"skew_off": runs["skew_off"], "skew_on": runs[f"skew_{p}"]}
+        if "deep_off" in runs and f"deep_{p}" in runs:
+            named.update(deep_off=runs["deep_off"], deep_on=runs[f"deep_{p}"])
+        figs[p] = ratios_overflow(Part(named, stats, "wall", 0))[0]
 
     def lockfig(cfg):
         vals = [locks(q) for q in queues.get(cfg, {}).values()]
@@ -75,14 +63,18 @@ def main():
         return (f"{min(v[0] for v in vals):.2f}-{max(v[0] for v in vals):.2f} "
                 f"({min(v[1] for v in vals):.0%}-{max(v[1] for v in vals):.0%} placed)")
 
+    def fig(key):
+        return lambda p: med(figs[p][key]) if key in figs[p] else "-"
+
+    off = med(figs[pols[0]]["nvme_skew_fairness_off"])
     print("| figure | " + " | ".join(pols) + " |")
     print("|---|" + "---:|" * len(pols))
     rows = [
-        (f"skew: per-reader max/min (off: {med(spread('skew_off'))})", lambda p: med(spread(f"skew_{p}"))),
-        ("skew: total IOPS on/off", lambda p: med(ratio(f"skew_{p}", "skew_off"))),
+        (f"skew: per-reader max/min (off: {off})", fig("nvme_skew_fairness_on")),
+        ("skew: total IOPS on/off", fig("nvme_skew_aggregate_ratio")),
         ("skew: locks per overflowing submission", lambda p: lockfig(f"skew_{p}")),
-        ("deep: lowest shallow reader on/off", lambda p: med(keep(f"deep_{p}", "deep_off", "shallow"))),
-        ("deep: deep reader on/off", lambda p: med(gain(f"deep_{p}", "deep_off", "deep0"))),
+        ("deep: lowest shallow reader on/off", fig("nvme_deep_shallow_keep")),
+        ("deep: deep reader on/off", fig("nvme_deep_gain")),
         ("deep: locks per overflowing submission", lambda p: lockfig(f"deep_{p}")),
     ]
     for name, fn in rows:
