@@ -76,9 +76,11 @@ modules_for() {
             --include='*.rs' --exclude='*' --prune-empty-dirs "$TOP"/ "$src"/
     fi
     make -s -C "$kbuild" M="$src" LLVM=-19 modules >&2 || { step "FAILED: modules against $kbuild"; return 1; }
+    make -s -C "$kbuild" M="$src/tests/modules" LLVM=-19 modules >&2 ||
+        { step "FAILED: test modules (tests/modules) against $kbuild"; return 1; }
     rm -rf "$dest"
     mkdir -p "$dest"
-    cp "$src"/*.ko "$dest"/
+    cp "$src"/*.ko "$src"/tests/modules/*.ko "$dest"/
 }
 step "out-of-tree modules"
 timed modules_for "$KBUILD" || exit 1

@@ -319,6 +319,51 @@ test_pmem_rmmod_under_load_refused_no_loss() {
     [[ ! -d /sys/module/rust_pmem ]] || fail "module still loaded"
 }
 
+# tests/modules/rust_leak_test.ko leaks a disk and a misc device from safe code
+# (`core::mem::forget`). When the module goes, after its exit or after a failed init, the
+# kernel unregisters what it left (kernel patch "rust: module: undo the registrations a module
+# leaves behind"): nothing of it stays registered, with calls into the freed module. And an
+# init that fails after adding and deleting a disk (no leak) must not leave the partition
+# scan's file to be closed after the module is freed (patch "block: close the partition
+# scan's file before returning"). Before those patches the first case oopsed in bdev_open
+# on opening /dev/rleak0 after rmmod, the other two in bdev_release as insmod returned.
+leak_test_left() {
+    local left=()
+    [[ -e /sys/block/$1 ]] && left+=("/sys/block/$1")
+    [[ -e /dev/$1 ]] && left+=("/dev/$1")
+    [[ -e /sys/class/misc/rleak_misc ]] && left+=(/sys/class/misc/rleak_misc)
+    [[ -e /dev/rleak_misc ]] && left+=(/dev/rleak_misc)
+    ((${#left[@]} == 0)) || fail "$2: still there: ${left[*]}"
+}
+test_leaked_registrations_undone_at_unload() {
+    insmod "$MODDIR/rust_leak_test.ko" || fail "insmod rust_leak_test.ko failed"
+    [[ -e /sys/block/rleak0 && -e /sys/class/misc/rleak_misc ]] ||
+        fail "the test module's disk and misc device were not registered"
+    dd if=/dev/rleak0 of=/dev/null bs=4k count=1 iflag=direct status=none ||
+        fail "reading the leaked disk while its module is loaded failed"
+    rmmod rust_leak_test || fail "rmmod rust_leak_test failed"
+    leak_test_left rleak0 "after rmmod"
+    local what
+    for what in disk "misc device"; do
+        klog | grep -q "rust_leak_test: a $what was still registered when the module went" ||
+            fail "no message about the leaked $what"
+    done
+    if dd if=/dev/rleak0 of=/dev/null bs=4k count=1 status=none 2>/dev/null; then
+        fail "the leaked disk could still be read after rmmod"
+    fi
+
+    if insmod "$MODDIR/rust_leak_test.ko" fail_init=1 2>/tmp/insmod.err; then
+        fail "insmod with fail_init=1 succeeded"
+    fi
+    leak_test_left rleak0 "after an init that failed after leaking"
+
+    if insmod "$MODDIR/rust_leak_test.ko" drop_fail=1 2>/tmp/insmod.err; then
+        fail "insmod with drop_fail=1 succeeded"
+    fi
+    leak_test_left rleak1 "after an init that failed after deleting its disk"
+    [[ ! -d /sys/module/rust_leak_test ]] || fail "rust_leak_test is still loaded"
+}
+
 test_pmem_verify_nowait0() { pmem_verify 0; }
 test_pmem_verify_nowait1() { pmem_verify 1; }
 
@@ -339,4 +384,5 @@ t pmem_namespace_kept_by_nd_pmem
 t pmem_switch_by_binding_and_ndctl
 t pmem_badblocks_fail_reads_cleared_by_writes
 t pmem_rmmod_under_load_refused_no_loss
+t leaked_registrations_undone_at_unload
 t_kernel_clean no_kernel_warnings

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Test module: leaks a disk and a misc device from safe code, then unloads or fails its init.
+//!
+//! Loaded by suite-main's `leaked_registrations_undone_at_unload`. Safe code may leak a value
+//! that registers the module's code (`core::mem::forget`); when the module goes, the kernel
+//! (kernel/module/rust_leftovers.c) must unregister what it left, so that nothing calls into
+//! the freed module afterwards.
+
+use kernel::{
+    block::mq::{self, gen_disk::GenDiskBuilder, Operations, TagSet},
+    fs::File,
+    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    prelude::*,
+    sync::{aref::ARef, Arc},
+};
+
+module! {
+    type: LeakTest,
+    name: "rust_leak_test",
+    authors: ["rust-blk developers"],
+    description: "Leaks a disk and a misc device (a test of their unregistration at unload)",
+    license: "GPL v2",
+    params: {
+        fail_init: bool {
+            default: false,
+            description: "Leak both, then fail the init",
+        },
+        drop_fail: bool {
+            default: false,
+            description: "Add a disk, delete it (no leak), then fail the init",
+        },
+    },
+}
+
+struct LeakTest;
+
+struct Disk;
+
+#[vtable]
+impl Operations for Disk {
+    type QueueData = ();
+
+    fn queue_rq(
+        _queue_data: (),
+        rq: ARef<mq::Request<Self>>,
+        _is_last: bool,
+    ) -> Result<(), mq::QueueError<Self>> {
+        // Reads return whatever the pages held: nothing here checks data.
+        let _ = mq::Request::end_ok(rq);
+        Ok(())
+    }
+
+    fn commit_rqs(_queue_data: ()) {}
+
+    fn complete(rq: ARef<mq::Request<Self>>) {
+        let _ = mq::Request::end_ok(rq);
+    }
+}
+
+struct Misc;
+
+#[vtable]
+impl MiscDevice for Misc {
+    type Ptr = ();
+    type RegistrationData = ();
+
+    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn add_disk(name: &str) -> Result<mq::gen_disk::GenDisk<Disk>> {
+    let tagset = Arc::pin_init(TagSet::<Disk>::new(1, 64, 1), GFP_KERNEL)?;
+    GenDiskBuilder::new()
+        .capacity_sectors(2048)
+        .build_owned::<LeakTest, _>(fmt!("{name}"), tagset, ())
+}
+
+impl kernel::Module for LeakTest {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        if module_parameters::drop_fail.value() {
+            drop(add_disk("rleak1")?);
+            return Err(ENODEV);
+        }
+        core::mem::forget(add_disk("rleak0")?);
+        let misc = KBox::pin_init(
+            MiscDeviceRegistration::<Misc>::register(
+                MiscDeviceOptions {
+                    name: c"rleak_misc",
+                },
+                (),
+            ),
+            GFP_KERNEL,
+        )?;
+        core::mem::forget(misc);
+        pr_info!("leaked disk rleak0 and misc device rleak_misc\n");
+        if module_parameters::fail_init.value() {
+            return Err(ENODEV);
+        }
+        Ok(LeakTest)
+    }
+}
