@@ -21,7 +21,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 # Kbuild's rustfmt target does not take M=, so format the drivers with the kernel's settings.
 RUSTFMT_ARGS = --edition 2021 --config-path $(KDIR)/source/.rustfmt.toml rust_pmem.rs rust_nvme_mq.rs \
-	$(wildcard rust_nvme_mq/*.rs)
+	$(wildcard rust_nvme_mq/*.rs) $(wildcard tests/modules/*.rs)
 
 all: modules
 
