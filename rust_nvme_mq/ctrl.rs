@@ -415,7 +415,7 @@ impl Ctrl {
         opcode: u8,
         admin_timeout: Delta,
     ) -> Result<Completion> {
-        self.schedule_reset();
+        let _ = self.schedule_reset();
         // The reset (or, during removal, the disable) notes the command as lost once the
         // controller is disabled; that takes at most one driver command (Delete I/O queue)
         // beyond what the controller needs.
@@ -474,30 +474,41 @@ impl Ctrl {
     /// Start a reset, unless one is already running or the controller is dead or being
     /// removed. From now on submissions are turned away with `BLK_STS_RESOURCE` (blk-mq
     /// retries them) until the reset is over. The reset runs from a work item, see
-    /// [`Ctrl::reset`].
-    pub(crate) fn schedule_reset(self: &Arc<Self>) {
+    /// [`Ctrl::reset`]. Returns whether this call started it.
+    pub(crate) fn schedule_reset(self: &Arc<Self>) -> bool {
         loop {
             match self.state() {
-                CtrlState::Deleting => return self.give_up(),
+                CtrlState::Deleting => {
+                    self.give_up();
+                    return false;
+                }
                 CtrlState::Live => {
                     if self.change(CtrlState::Live, CtrlState::Resetting) {
                         // Cannot be queued already: only a change to `Resetting` queues it.
                         let _ = workqueue::system_unbound().enqueue(self.clone());
-                        return;
+                        return true;
                     }
                     // Changed meanwhile: look again.
                 }
                 // A reset runs (it requeues), the controller is suspended or dead.
-                CtrlState::Resetting | CtrlState::Suspended | CtrlState::Dead => return,
+                CtrlState::Resetting | CtrlState::Suspended | CtrlState::Dead => return false,
             }
         }
     }
 
-    /// Reset the controller now and wait for the reset to finish (`NVME_IOCTL_RESET`, like
-    /// the C driver's `nvme_reset_ctrl_sync()`); a reset already running is waited for.
-    pub(crate) fn reset_sync(self: &Arc<Self>) {
-        self.schedule_reset();
+    /// Reset the controller now and wait for the reset to finish (`NVME_IOCTL_RESET`), with
+    /// the C driver's `nvme_reset_ctrl_sync()` answers: `EBUSY` if no reset could start (one
+    /// runs already, a PCI function reset holds the controller, or it is suspended, dead or
+    /// being removed), `ENETRESET` if the controller is not live once the reset is over.
+    pub(crate) fn reset_sync(self: &Arc<Self>) -> Result {
+        if !self.schedule_reset() {
+            return Err(EBUSY);
+        }
         self.reset_work.flush();
+        match self.state() {
+            CtrlState::Live => Ok(()),
+            _ => Err(ENETRESET),
+        }
     }
 
     /// Instead of a reset while the controller is being removed: disable it and requeue what

@@ -17,7 +17,7 @@
 
 use crate::{
     cmd::{self, Completion, Sqe},
-    ctrl::{Ctrl, CtrlState},
+    ctrl::Ctrl,
     le::Le64,
     link::GateClosed,
     nsdisk::{Ns, NsPassthru, NsSet, Revalidated},
@@ -295,11 +295,7 @@ impl Passthru {
             return Err(ENODEV);
         }
         pr_warn!("rnvme{}: resetting controller\n", self.ctrl.index);
-        self.ctrl.reset_sync();
-        match self.ctrl.state() {
-            CtrlState::Live => Ok(0),
-            _ => Err(EIO),
-        }
+        self.ctrl.reset_sync().map(|()| 0)
     }
 
     /// `NVME_IOCTL_ADMIN_CMD` (`Cmd64`: `NVME_IOCTL_ADMIN64_CMD`) on the disk of namespace

@@ -127,7 +127,7 @@ impl Operations for NvmeOps {
             qid
         );
         // The reset work requeues the request: it is not ended here.
-        ctrl.schedule_reset();
+        let _ = ctrl.schedule_reset();
         TimeoutReturn::Done
     }
 

@@ -290,6 +290,27 @@ test_nvme_reset_dead_controller_removed() {
     unload_nvme
 }
 
+# `nvme reset` (NVME_IOCTL_RESET) answers as C's nvme_reset_ctrl_sync(): ENETRESET when the
+# controller is not live once the reset is over (debugfs fail_resets makes every attempt fail,
+# so the driver gives up and the controller is dead), EBUSY when no reset can start (the
+# controller is dead; also while a reset or a PCI function reset runs). rust_nvme_mq answered
+# EIO to both before.
+test_nvme_reset_ioctl_errors_like_c() {
+    klog_mark
+    load_nvme
+    local k=/sys/kernel/debug/rust_nvme_mq/rnvme0 out
+    echo 1000 >$k/fail_resets
+    if out=$(nvme reset /dev/rnvme0 2>&1); then fail "nvme reset succeeded although every reset attempt fails"; fi
+    echo "first: $out"
+    grep -q "Network dropped connection on reset" <<<"$out" ||
+        fail "a reset that left the controller dead: want ENETRESET, got: $out"
+    klog | grep -q "did not come back after 3 reset attempts" || fail "no give-up message"
+    if out=$(nvme reset /dev/rnvme0 2>&1); then fail "nvme reset of a dead controller succeeded"; fi
+    echo "second: $out"
+    grep -q "Device or resource busy" <<<"$out" || fail "a reset of a dead controller: want EBUSY, got: $out"
+    unload_module rust_nvme_mq
+}
+
 # Two resets of the PCI function (the sysfs `reset` attribute, as blktests' nvme/032, VFIO or
 # another driver do it) while fio writes and verifies: the PCI core calls the driver's
 # reset_prepare (controller disabled, the requests it held given back to the block layer) and
@@ -388,6 +409,7 @@ t nvme_reset_bus_master_off_then_on
 t nvme_reset_bus_master_left_off
 t nvme_reset_memory_space_left_off
 t nvme_reset_dead_controller_removed
+t nvme_reset_ioctl_errors_like_c
 t nvme_pci_function_reset_under_io
 t nvme_pci_function_reset_races_controller_reset
 t nvme_pci_reset_remove_rescan_under_io
