@@ -24,7 +24,8 @@
 //! CC.SHN and waits for CSTS.SHST. System shutdown (reboot, power-off) with the driver bound
 //! does the same through the PCI `shutdown` callback, after waiting (at most 30 s) for the
 //! commands in flight; the controller then stays disabled. A reset deletes the I/O queues
-//! too before it disables the controller. Each disk's parent device is the PCI function.
+//! too before it disables the controller. Each disk's parent device is the controller's device
+//! (`/sys/class/misc/rnvme<C>`, a child of the PCI function), as C's `nvme<C>` is.
 //!
 //! # Queue selection and overflow
 //!
@@ -195,7 +196,8 @@
 //! | `generic` | `/dev/rng<C>n<N>`: a namespace's generic device (its ioctls, io_uring commands and polling) |
 //! | `ns` | blk-mq callbacks of the disks (queue data: `Ns`), their tag set, `Namespaces`: the one namespace scan (probe, rescan, events; one at a time), the controller's `CtrlEvents` |
 //! | `rescan` | `NVME_IOCTL_RESCAN` |
-//! | `chardev` | `/dev/rnvme<C>`: the controller's character device |
+//! | `ctrlattr` | the controller device's sysfs attributes, C's controller attributes and formats |
+//! | `chardev` | `/dev/rnvme<C>`: the controller's character device, also its device in sysfs (the disks' parent) |
 //!
 //! The crate root checks the parameters, brings the controller up step by step in `probe`
 //! and owns what a bound controller holds (`NvmeDevice`, whose drop is the one teardown, of
@@ -234,6 +236,8 @@ mod chardev;
 mod cmd;
 #[path = "rust_nvme_mq/ctrl.rs"]
 mod ctrl;
+#[path = "rust_nvme_mq/ctrlattr.rs"]
+mod ctrlattr;
 #[path = "rust_nvme_mq/debugfs.rs"]
 mod debugfs;
 #[path = "rust_nvme_mq/generic.rs"]
@@ -289,6 +293,7 @@ use kernel::{
     },
     time::Delta,
 };
+use link::CutOnDrop;
 use ns::Namespaces;
 use nsdisk::NsSet;
 use queue::IoQueue;
@@ -383,6 +388,8 @@ static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
 /// memory goes), then the interrupts and the I/O queue memory they reap.
 struct NvmeDevice {
     _hotplug: hotplug::Hotplug,
+    /// Cuts the link of the controller's device when dropped (see also [`Drop`]).
+    _chardev_link: CutOnDrop<Namespaces>,
     _chardev: chardev::Chardev,
     _debugfs: Option<debugfs::CtrlDebugfs>,
     ctrl: Arc<Ctrl>,
@@ -640,10 +647,11 @@ fn namespace_layer(
     info: CtrlInfo,
     io_timeout: Delta,
     dev: &device::Device<device::Bound>,
+    ctrl_dev: &device::Device,
 ) -> Result<Arc<Namespaces>> {
     let list = NsSet::new(ctrl.clone(), dev)?;
     let passthru = ioctl::Passthru::new(list.clone(), info.transfer.sgl, dev)?;
-    let namespaces = Namespaces::new(list, passthru, info, io_timeout, dev, build_disk)?;
+    let namespaces = Namespaces::new(list, passthru, info, io_timeout, dev, ctrl_dev, build_disk)?;
     Ok(Arc::new(namespaces, GFP_KERNEL)?)
 }
 
@@ -692,11 +700,14 @@ impl NvmeDevice {
             admin_work.clone(),
         )?;
         announce(pdev, &regs, &ctrl, &info);
-        let namespaces = namespace_layer(&ctrl, info, params.io_timeout, dev)?;
-        let chardev = chardev::register(namespaces.clone(), dev)?;
+        // The controller's device first: the disks and generic devices are its children.
+        let chardev = chardev::register(ctrl.index, dev)?;
+        let namespaces = namespace_layer(&ctrl, info, params.io_timeout, dev, chardev.device())?;
+        let chardev_link = chardev.data().set(namespaces.clone());
         let hotplug = hotplug::register(pdev.as_ref(), ctrl.clone(), params.io_timeout)?;
         Self {
             _hotplug: hotplug,
+            _chardev_link: chardev_link,
             _chardev: chardev,
             _debugfs: None,
             ctrl,

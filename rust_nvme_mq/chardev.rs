@@ -3,7 +3,7 @@
 //! The character device of a controller, `/dev/rnvme<C>` (a misc device, root only like
 //! `/dev/nvme<C>`), for the NVMe passthrough ioctls that nvme-cli uses.
 
-use crate::{ioctl::NVME_IOCTL_RESCAN, link::Link, ns::Namespaces, rescan::rescan};
+use crate::{ctrlattr, ioctl::NVME_IOCTL_RESCAN, link::Link, ns::Namespaces, rescan::rescan};
 use kernel::{
     device::Device,
     fs::File,
@@ -26,20 +26,12 @@ impl MiscDevice for CtrlChardev {
         Ok(misc.data().clone())
     }
 
-    /// As the C driver's `/sys/class/nvme/nvme<C>/{model,serial,firmware_rev}`.
-    const ATTRIBUTES: &'static [&'static CStr] = &[c"model", c"serial", c"firmware_rev"];
+    /// The C driver's controller attributes (`/sys/class/nvme/nvme<C>/`), see
+    /// [`ctrlattr`](crate::ctrlattr).
+    const ATTRIBUTES: &'static [&'static CStr] = ctrlattr::ATTRIBUTES;
 
     fn show_attribute(link: &Arc<Link<Namespaces>>, index: usize, buf: &mut [u8]) -> Result<usize> {
-        link.with(|ns| {
-            let id = &ns.info;
-            let field: &[u8] = match index {
-                0 => &id.model,
-                1 => &id.serial,
-                2 => &id.firmware_rev,
-                _ => return Err(EINVAL),
-            };
-            show_id_string(field, buf)
-        })
+        link.with(|ns| ctrlattr::show(ns, index, buf))
     }
 
     fn ioctl(
@@ -56,26 +48,18 @@ impl MiscDevice for CtrlChardev {
     }
 }
 
-/// Write an Identify string as the C driver shows it: every byte up to the first NUL (the
-/// padding spaces too), then a newline.
-fn show_id_string(field: &[u8], buf: &mut [u8]) -> Result<usize> {
-    let len = field.iter().position(|&b| b == 0).unwrap_or(field.len());
-    let out = buf.get_mut(..=len).ok_or(EINVAL)?;
-    out[..len].copy_from_slice(&field[..len]);
-    out[len] = b'\n';
-    Ok(len + 1)
-}
-
 /// The registered character device; removed when dropped (open files stay, and their ioctls
 /// fail once the [`Link`] is cut).
 pub(crate) type Chardev = Pin<KBox<MiscDeviceRegistration<CtrlChardev>>>;
 
-/// Register `/dev/rnvme<C>` for the controller of `data`, a child of `dev` (the PCI
-/// function) in sysfs, like `/sys/class/nvme/nvme<C>`.
-pub(crate) fn register(data: Arc<Namespaces>, dev: &Device) -> Result<Chardev> {
-    let name = CString::try_from_fmt(fmt!("rnvme{}", data.ctrl.index))?;
+/// Register `/dev/rnvme<C>` for controller `index`, a child of `dev` (the PCI function) in
+/// sysfs, like `/sys/class/nvme/nvme<C>`, and the parent of the controller's disks and
+/// generic devices. Its link leads nowhere until [`Link::set`] connects it to the
+/// controller's namespaces: until then its ioctls and attributes fail with `ENODEV`.
+pub(crate) fn register(index: u32, dev: &Device) -> Result<Chardev> {
+    let name = CString::try_from_fmt(fmt!("rnvme{index}"))?;
     let opts = MiscDeviceOptions { name: c"rnvme" };
-    let link = Link::new(data)?;
+    let link = Link::empty()?;
     KBox::pin_init(
         MiscDeviceRegistration::register_with_parent(opts, name, dev.into(), link),
         GFP_KERNEL,

@@ -567,7 +567,8 @@ pub(crate) const IDENTIFY_SIZE: usize = 4096;
 pub(crate) struct IdCtrl {
     /// PCI Vendor ID.
     pub(crate) vid: Le16,
-    ssvid: Le16,
+    /// PCI Subsystem Vendor ID.
+    pub(crate) ssvid: Le16,
     /// Serial number, ASCII padded with spaces.
     pub(crate) sn: [u8; 20],
     /// Model number, ASCII padded with spaces.
@@ -579,7 +580,12 @@ pub(crate) struct IdCtrl {
     cmic: u8,
     /// Maximum Data Transfer Size, in minimum pages as a power of two (0: no limit).
     pub(crate) mdts: u8,
-    rsvd78: [u8; 442],
+    /// Controller ID.
+    pub(crate) cntlid: Le16,
+    rsvd80: [u8; 31],
+    /// Controller Type (`CNTRLTYPE_*`; 0: not reported).
+    pub(crate) cntrltype: u8,
+    rsvd112: [u8; 408],
     /// Optional NVM Command Support.
     pub(crate) oncs: Le16,
     fuses: Le16,
@@ -589,7 +595,13 @@ pub(crate) struct IdCtrl {
     rsvd526: [u8; 10],
     /// SGL Support.
     pub(crate) sgls: Le32,
-    rsvd540: [u8; 3556],
+    rsvd540: [u8; 228],
+    /// NVM Subsystem NVMe Qualified Name, NUL-terminated (empty before NVMe 1.2.1).
+    pub(crate) subnqn: [u8; 256],
+    rsvd1024: [u8; 782],
+    /// Discovery Controller Type (`DCTYPE_*`).
+    pub(crate) dctype: u8,
+    rsvd1807: [u8; 2289],
 }
 
 /// ONCS: Dataset Management.
@@ -647,6 +659,10 @@ const _: () = assert!(size_of::<Sqe>() == 64);
 const _: () = assert!(size_of::<Cqe>() == 16);
 const _: () = assert!(size_of::<IdCtrl>() == IDENTIFY_SIZE);
 const _: () = assert!(core::mem::offset_of!(IdCtrl, sgls) == 536);
+const _: () = assert!(core::mem::offset_of!(IdCtrl, cntlid) == 78);
+const _: () = assert!(core::mem::offset_of!(IdCtrl, cntrltype) == 111);
+const _: () = assert!(core::mem::offset_of!(IdCtrl, subnqn) == 768);
+const _: () = assert!(core::mem::offset_of!(IdCtrl, dctype) == 1806);
 const _: () = assert!(size_of::<IdNs>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<NsList>() == IDENTIFY_SIZE);
 const _: () = assert!(size_of::<NsDescList>() == IDENTIFY_SIZE);

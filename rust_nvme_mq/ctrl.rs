@@ -156,6 +156,8 @@ impl EnabledAdmin {
 pub(crate) struct CtrlInfo {
     /// PCI vendor id.
     pub(crate) vid: u16,
+    /// PCI subsystem vendor id.
+    pub(crate) ssvid: u16,
     pub(crate) model: [u8; 40],
     pub(crate) serial: [u8; 20],
     pub(crate) firmware_rev: [u8; 8],
@@ -167,6 +169,14 @@ pub(crate) struct CtrlInfo {
     pub(crate) transfer: Transfer,
     /// Namespace identifiers are ignored (the C driver's `NVME_QUIRK_BOGUS_NID`).
     pub(crate) bogus_nid: bool,
+    /// Controller ID.
+    pub(crate) cntlid: u16,
+    /// Controller Type (0: not reported).
+    pub(crate) cntrltype: u8,
+    /// Discovery Controller Type.
+    pub(crate) dctype: u8,
+    /// NVM Subsystem NQN, NUL-terminated (empty if not reported).
+    pub(crate) subnqn: [u8; 256],
 }
 
 impl CtrlInfo {
@@ -186,6 +196,7 @@ impl CtrlInfo {
                 let transfer = Transfer::new(mdts, sgls, sgl_threshold);
                 Ok(Self {
                     vid: io_project!(id, .vid).copy_read().get(),
+                    ssvid: io_project!(id, .ssvid).copy_read().get(),
                     model: kernel::io::io_project!(id, .mn).copy_read(),
                     serial: kernel::io::io_project!(id, .sn).copy_read(),
                     firmware_rev: kernel::io::io_project!(id, .fr).copy_read(),
@@ -193,6 +204,10 @@ impl CtrlInfo {
                     vwc: vwc & cmd::VWC_PRESENT != 0,
                     transfer,
                     bogus_nid: false,
+                    cntlid: io_project!(id, .cntlid).copy_read().get(),
+                    cntrltype: io_read!(id, .cntrltype),
+                    dctype: io_read!(id, .dctype),
+                    subnqn: kernel::io::io_project!(id, .subnqn).copy_read(),
                 })
             })
     }

@@ -219,8 +219,11 @@ pub(crate) struct Namespaces {
     /// Identify Controller: the disks' limits and features (and the sysfs identity).
     pub(crate) info: CtrlInfo,
     io_timeout: Delta,
-    /// The PCI function, the disks' parent in sysfs.
+    /// The PCI function (the DMA device of the Identify commands).
     parent: ARef<Device>,
+    /// The controller's device (`/sys/class/misc/rnvme<C>`), the parent of the disks and the
+    /// generic devices in sysfs, as C's controller device is.
+    ctrl_dev: ARef<Device>,
     build: BuildDisk,
 }
 
@@ -231,6 +234,7 @@ impl Namespaces {
         info: CtrlInfo,
         io_timeout: Delta,
         parent: &Device,
+        ctrl_dev: &Device,
         build: BuildDisk,
     ) -> Result<Self> {
         let ctrl = passthru.ctrl.clone();
@@ -243,8 +247,14 @@ impl Namespaces {
             info,
             io_timeout,
             parent: parent.into(),
+            ctrl_dev: ctrl_dev.into(),
             build,
         })
+    }
+
+    /// The PCI function of the controller.
+    pub(crate) fn pci(&self) -> &Device {
+        &self.parent
     }
 
     /// The namespace scan, at probe, for a rescan and for an asynchronous event that says
@@ -364,7 +374,7 @@ impl Namespaces {
         let ns = Ns::new(self.ctrl.clone(), shape, ident, self.passthru.clone())?;
         let name = fmt!("rnvme{}n{}", self.ctrl.index, f.nsid);
         let disk = (self.build)(builder, name, self.tagset.clone(), ns.clone())?;
-        NsDisk::new(ns, disk, |ns| generic::register(ns, &self.parent))
+        NsDisk::new(ns, disk, |ns| generic::register(ns, &self.ctrl_dev))
     }
 
     /// The disk of namespace `f`, to be: its format, the controller's limits and features.
@@ -383,7 +393,7 @@ impl Namespaces {
             .virt_boundary_mask(transfer.virt_boundary_mask())?
             .dma_alignment(DMA_ALIGNMENT_MASK)?
             .rq_timeout(self.io_timeout)
-            .parent(&self.parent);
+            .parent(&self.ctrl_dev);
         if info.vwc {
             builder = builder.write_cache(true);
         }

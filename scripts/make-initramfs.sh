@@ -45,6 +45,7 @@ HOST_TOOLS=(
     mke2fs mkfs.ext4 e2fsck fsck.ext4 dumpe2fs blkid lsblk blkdiscard
     sha256sum md5sum dd taskset
     kmod insmod rmmod modprobe lsmod modinfo depmod
+    udevadm
 )
 HOST_TOOLS_DOC="${HOST_TOOLS[*]}"
 # More host programs for one purpose (e.g. perf for scripts/profile.sh), space-separated.
@@ -52,6 +53,9 @@ read -ra EXTRA_TOOLS <<<"${RBLK_EXTRA_TOOLS:-}"
 HOST_TOOLS+=("${EXTRA_TOOLS[@]}")
 # Plain files copied from the host's /etc when present.
 HOST_ETC_FILES=(mke2fs.conf)
+# Host files copied as they are: systemd's persistent-storage rules, which `udevadm test` runs
+# in the guest (the C driver's /dev/disk/by-id links, compared with rust_nvme_mq's).
+HOST_DATA_FILES=(/usr/lib/udev/rules.d/60-persistent-storage.rules)
 BUSYBOX_BIN=${RBLK_BUSYBOX:-/bin/busybox}
 LLVM_SUFFIX=-19                      # the kernel is built with LLVM=-19 (scripts/build-kernel.sh)
 GZIP_LEVEL_BASE=6                    # userland part: built rarely, cached
@@ -150,6 +154,10 @@ add_path() {
 for t in "${HOST_TOOLS[@]}"; do
     p=$(command -v "$t") || die "host tool $t not found (see scripts/setup-host.sh)"
     add_path "$p" ldd
+done
+for f in "${HOST_DATA_FILES[@]}"; do
+    [[ -f "$f" ]] || die "host file $f not found (see scripts/setup-host.sh)"
+    add_path "$f"
 done
 ETC_FILES=()
 for f in "${HOST_ETC_FILES[@]}"; do [[ -f "/etc/$f" ]] && ETC_FILES+=("/etc/$f"); done

@@ -93,6 +93,8 @@ GUEST_DIR="$OUT/guest"
 rm -rf "$GUEST_DIR"
 mkdir -p "$GUEST_DIR/bin"
 cp -r "$TOP"/tests/guest/. "$GUEST_DIR"/
+mkdir -p "$GUEST_DIR/udev"
+cp "$TOP"/udev/*.rules "$GUEST_DIR/udev/"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nowait_read" "$TOP/tests/tools/nowait_read.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/odd_dio" "$TOP/tests/tools/odd_dio.c"
 gcc -static -O2 -Wall -o "$GUEST_DIR/bin/nvme_passthru" "$TOP/tests/tools/nvme_passthru.c"

@@ -26,17 +26,34 @@ collect() {
     nvme smart-log "$dev" -o json >"$dir/smart-log.json"
     nvme get-feature "$dev" -f 7 >"$dir/feature7.txt"
     "$TOOLS/nvme_passthru" "$dev" >"$dir/passthru.txt"
-    local class=/sys/class/nvme/${dev#/dev/} a
+    local class=/sys/class/nvme/${dev#/dev/} a generic
     [[ -d $class ]] || class=/sys/class/misc/${dev#/dev/}
     for a in model serial firmware_rev; do
         cat "$class/$a" >"$dir/sysfs-$a"
     done
+    # The controller's attributes ("absent" where there is none), and how the disk, its
+    # generic device and the character device hang together in sysfs.
+    for a in $CTRL_ATTRS; do
+        cat "$class/$a" >"$dir/ctrl-$a" 2>/dev/null || echo absent >"$dir/ctrl-$a"
+    done
+    basename "$(readlink -f "/sys/block/${ns#/dev/}/device")" >"$dir/disk-device"
+    cat "/sys/block/${ns#/dev/}/device/dev" >"$dir/disk-device-dev" 2>/dev/null || echo absent >"$dir/disk-device-dev"
+    printf '%d:%d\n' "0x$(stat -c %t "$dev")" "0x$(stat -c %T "$dev")" >"$dir/chardev-dev"
+    for generic in /sys/class/nvme-generic/ng*n1 /sys/class/misc/rng*n1; do
+        [[ -e $generic ]] && break
+    done
+    basename "$(readlink -f "$generic/device")" >"$dir/generic-parent"
     # The namespace's identity attributes under the disk ("absent" where C hides one).
     for a in $NS_ATTRS; do
         cat "/sys/block/${ns#/dev/}/$a" >"$dir/ns-$a" 2>/dev/null || echo absent >"$dir/ns-$a"
     done
     ls "/sys/block/${ns#/dev/}" >"$dir/ns-ls"
 }
+
+# The C driver's controller attributes (drivers/nvme/host/sysfs.c) that mean something for a
+# PCIe controller, which rust_nvme_mq's controller device has too.
+CTRL_ATTRS="model serial firmware_rev cntlid transport subsysnqn address state numa_node
+    queue_count sqsize kato cntrltype dctype quirks"
 
 # The namespace identity attributes of the C driver's disks that rust_nvme_mq has too.
 NS_ATTRS="wwid uuid nguid eui csi nsid metadata_bytes"
@@ -149,6 +166,79 @@ test_nvme_cli_sysfs_identity() {
 # read), for a namespace without identifiers (QEMU's controller without nvme-ns gives none):
 # each attribute present where C's is, with C's value, the wwid made of the controller's vendor,
 # serial and model and the nsid. (suite-nvme-rescan.sh has namespaces with identifiers.)
+# The controller as sysfs shows it, compared with the C driver on the same controller: the
+# disk's `device` is the controller's device (rnvme0 as C's nvme0), whose `dev` is the
+# controller's character device, which is also the parent of the namespace's generic device
+# (rng0n1 as C's ng0n1), and whose attributes read as C's /sys/class/nvme/nvme0/ do.
+test_nvme_ctrl_sysfs_like_c() {
+    local a differ=()
+    for a in $CTRL_ATTRS; do
+        echo "$a: C '$(cat "$C_DIR/ctrl-$a")', rust_nvme_mq '$(cat "$R_DIR/ctrl-$a")'"
+        [[ -n $(tr -d ' \n' <"$C_DIR/ctrl-$a") && $(cat "$C_DIR/ctrl-$a") != absent ]] ||
+            fail "no $a from the C driver"
+        cmp -s "$C_DIR/ctrl-$a" "$R_DIR/ctrl-$a" || differ+=("$a")
+    done
+    ((${#differ[@]} == 0)) || fail "attributes that differ from C's: ${differ[*]}"
+    expect_eq "C: the disk's device" "$(cat "$C_DIR/disk-device")" nvme0
+    expect_eq "the disk's device" "$(cat "$R_DIR/disk-device")" rnvme0
+    expect_eq "C: its dev is the controller's character device" \
+        "$(cat "$C_DIR/disk-device-dev")" "$(cat "$C_DIR/chardev-dev")"
+    expect_eq "its dev is the controller's character device" \
+        "$(cat "$R_DIR/disk-device-dev")" "$(cat "$R_DIR/chardev-dev")"
+    expect_eq "C: the generic device's parent" "$(cat "$C_DIR/generic-parent")" nvme0
+    expect_eq "the generic device's parent" "$(cat "$R_DIR/generic-parent")" rnvme0
+}
+
+# udev_by_id DISK...: the /dev/disk/by-id links udev gives each DISK (`udevadm test` with
+# systemd's 60-persistent-storage.rules and the project's udev/60-rust-nvme-mq.rules, installed
+# in /etc/udev/rules.d as the README says), one per line, sorted.
+udev_by_id() {
+    local disk
+    mkdir -p /etc/udev/rules.d /run/udev
+    cp /tests/udev/*.rules /etc/udev/rules.d/
+    for disk in "$@"; do
+        udevadm test --action=add "/sys/class/block/$disk" 2>/dev/null | sed -n 's/^DEVLINKS=//p' |
+            tr ' ' '\n' | grep '^/dev/disk/by-id/' || true
+    done | sort
+}
+
+# mbr_one_partition DEV: an MBR with one Linux partition of 1 MiB at 1 MiB.
+mbr_one_partition() {
+    local entry
+    # Entry 1: not active, CHS unused, type 0x83, first LBA 2048, 2048 sectors (little endian).
+    entry='\x00\xfe\xff\xff\x83\xfe\xff\xff\x00\x08\x00\x00\x00\x08\x00\x00'
+    dd if=/dev/zero of="$1" bs=512 count=1 oflag=direct status=none
+    printf '%b' "$entry" | dd of="$1" bs=1 seek=446 conv=notrunc status=none
+    printf '%b' '\x55\xaa' | dd of="$1" bs=1 seek=510 conv=notrunc status=none
+    sync
+}
+
+# The /dev/disk/by-id links of a disk and its partition: with the project's udev rules,
+# rust_nvme_mq's rnvme0n1 and rnvme0n1p1 get exactly the links systemd's rules give the C
+# driver's nvme0n1 and nvme0n1p1 on the same controller (nvme-<wwid>,
+# nvme-<model>_<serial>, nvme-<model>_<serial>_<nsid>, each with -part1), so an fstab entry
+# by id survives a switch of drivers. Checked with Debian's udevadm.
+test_nvme_udev_by_id_like_c() {
+    load_nvme
+    mbr_one_partition $DEV
+    unload_nvme
+    modprobe nvme
+    wait_dev /dev/nvme0n1p1
+    udev_by_id nvme0n1 nvme0n1p1 >/tmp/c-by-id
+    unload_module nvme
+    unload_module nvme_core 2>/dev/null || true
+    load_nvme
+    wait_dev ${DEV}p1
+    udev_by_id rnvme0n1 rnvme0n1p1 >/tmp/r-by-id
+    dd if=/dev/zero of=$DEV bs=512 count=1 oflag=direct status=none
+    unload_nvme
+    echo "C:"; cat /tmp/c-by-id
+    echo "rust_nvme_mq:"; cat /tmp/r-by-id
+    [[ $(grep -c . /tmp/c-by-id) -ge 4 ]] || fail "udev gave the C driver's disk and partition few by-id links"
+    grep -q -- '-part1$' /tmp/c-by-id || fail "no by-id link of the C driver's partition"
+    cmp -s /tmp/c-by-id /tmp/r-by-id || fail "rust_nvme_mq's by-id links are not C's"
+}
+
 test_nvme_cli_ns_identity() {
     local a hex
     for a in $NS_ATTRS; do
@@ -515,6 +605,8 @@ t nvme_cli_id_ns_equal
 t nvme_cli_disk_admin_passthru
 t nvme_cli_disk_open_across_unbind
 t nvme_cli_sysfs_identity
+t nvme_ctrl_sysfs_like_c
+t nvme_udev_by_id_like_c
 t nvme_cli_ns_identity
 t nvme_cli_smart_log
 t nvme_cli_get_feature_7

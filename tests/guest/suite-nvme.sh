@@ -20,7 +20,7 @@ test_nvme_probe_identify() {
     [[ $(cat /sys/block/rnvme0n1/queue/write_zeroes_max_bytes) -gt 0 ]] || fail "no write zeroes"
     grep -q "write back" /sys/block/rnvme0n1/queue/write_cache || fail "no volatile write cache"
     expect_eq fua "$(cat /sys/block/rnvme0n1/queue/fua)" 1
-    expect_eq "DMA mask bits" "$(cat /sys/block/rnvme0n1/device/dma_mask_bits)" 64
+    expect_eq "DMA mask bits" "$(cat /sys/bus/pci/devices/$(rust_bdf)/dma_mask_bits)" 64
     grep -c . /proc/interrupts >/dev/null
     grep rust_nvme_mq /proc/interrupts
     expect_eq "MSI-X vectors" "$(grep -c rust_nvme_mq /proc/interrupts)" $((NCPU < 4 ? NCPU + 1 : 5))
@@ -260,8 +260,7 @@ test_nvme_rmmod_under_load_refused() {
 test_nvme_unbind_under_load_clean() {
     load_nvme
     local bdf
-    bdf=$(basename "$(readlink /sys/block/rnvme0n1/device 2>/dev/null || true)")
-    [[ -n $bdf && $bdf != . ]] || bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    bdf=$(rust_bdf)
     # Known data outside the region the load writes to.
     head -c $((4 << 20)) /dev/urandom >/tmp/known
     dd if=/tmp/known of=$DEV bs=1M seek=200 oflag=direct,sync status=none
@@ -419,17 +418,20 @@ test_nvme_status_retry_and_errno() {
     klog | grep -q "max_retries=256 is out of range (0..=255)" || fail "no clear message for max_retries=256"
 }
 
-# The disk's parent is the PCI function: /sys/block/rnvme0n1/device is the bound PCI device.
-test_nvme_disk_parent_is_pci_device() {
+# The disk's parent is the controller's device (rnvme0, as C's nvme0), a child of the PCI
+# function: /sys/block/rnvme0n1/device is /sys/class/misc/rnvme0, whose own `device` is the
+# bound PCI device, and the disk sits under both in sysfs.
+test_nvme_disk_parent_is_ctrl_device() {
     load_nvme
     local bdf dev pci
-    bdf=$(basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)")
+    bdf=$(rust_bdf)
     dev=$(readlink -f /sys/block/rnvme0n1/device) || fail "no device link"
     pci=$(readlink -f "/sys/bus/pci/drivers/rust_nvme_mq/$bdf")
     echo "rnvme0n1 -> $dev ($bdf)"
-    expect_eq "disk's device" "$dev" "$pci"
-    expect_eq "device bdf" "$(basename "$dev")" "$bdf"
-    [[ $(readlink -f /sys/block/rnvme0n1) == "$pci"/* ]] || fail "disk not under the PCI device in sysfs"
+    expect_eq "disk's device" "$dev" "$(readlink -f /sys/class/misc/rnvme0)"
+    expect_eq "the controller device's parent" "$(readlink -f "$dev/device")" "$pci"
+    [[ $dev == "$pci"/* ]] || fail "the controller's device is not under the PCI device in sysfs"
+    [[ $(readlink -f /sys/block/rnvme0n1) == "$dev"/* ]] || fail "disk not under the controller's device in sysfs"
     unload_nvme
 }
 
@@ -602,7 +604,7 @@ t nvme_open_disk_pins_module
 t nvme_timeout_abort_reset
 t nvme_timeout_params
 t nvme_status_retry_and_errno
-t nvme_disk_parent_is_pci_device
+t nvme_disk_parent_is_ctrl_device
 t nvme_cpu_hotplug_overflow
 t nvme_cli_cross_check
 t_kernel_clean nvme_no_kernel_warnings
