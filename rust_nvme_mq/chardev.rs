@@ -34,6 +34,13 @@ impl MiscDevice for CtrlChardev {
         link.with(|ns| ctrlattr::show(ns, index, buf))
     }
 
+    /// C's `reset_controller` and `rescan_controller`, see [`ctrlattr`](crate::ctrlattr).
+    const WRITE_ATTRIBUTES: &'static [&'static CStr] = ctrlattr::WRITE_ATTRIBUTES;
+
+    fn store_attribute(link: &Arc<Link<Namespaces>>, index: usize, _buf: &[u8]) -> Result {
+        link.with(|ns| ctrlattr::store(ns, index))
+    }
+
     fn ioctl(
         link: ArcBorrow<'_, Link<Namespaces>>,
         _file: &File,

@@ -8,10 +8,9 @@
 use crate::{ctrl::CtrlState, ns::Namespaces};
 use kernel::{fmt::Write, prelude::*, str::Formatter};
 
-/// The attributes, read-only, in the C driver's order. Not provided: C's `reset_controller`,
-/// `rescan_controller` and `delete_controller` (writes; the ioctls do the first two),
-/// `admin_timeout` and `io_timeout` (here module parameters), `passthru_err_log_enabled`,
-/// and the fabrics ones C hides for PCIe.
+/// The read-only attributes, in the C driver's order. Not provided: C's `admin_timeout` and
+/// `io_timeout` (here module parameters), `passthru_err_log_enabled`, and what C hides for
+/// a PCIe controller (`delete_controller`, the fabrics ones).
 pub(crate) const ATTRIBUTES: &[&CStr] = &[
     c"model",
     c"serial",
@@ -29,6 +28,20 @@ pub(crate) const ATTRIBUTES: &[&CStr] = &[
     c"dctype",
     c"quirks",
 ];
+
+/// The write-only attributes: `echo 1 >` them resets the controller (C's
+/// `nvme_reset_ctrl_sync()`, with its errors) or rescans its namespaces (done when the write
+/// returns; C queues the scan). What is written does not matter, as for C.
+pub(crate) const WRITE_ATTRIBUTES: &[&CStr] = &[c"reset_controller", c"rescan_controller"];
+
+/// Take a write to attribute `index` of [`WRITE_ATTRIBUTES`] of the controller of `ns`.
+pub(crate) fn store(ns: &Namespaces, index: usize) -> Result {
+    match WRITE_ATTRIBUTES.get(index).ok_or(EINVAL)?.to_bytes() {
+        b"reset_controller" => ns.ctrl.reset_sync(),
+        b"rescan_controller" => ns.scan(),
+        _ => Err(EINVAL),
+    }
+}
 
 /// Write attribute `index` of [`ATTRIBUTES`] of the controller of `ns` into `buf` (a page);
 /// returns its length.

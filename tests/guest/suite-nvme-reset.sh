@@ -311,6 +311,34 @@ test_nvme_reset_ioctl_errors_like_c() {
     unload_module rust_nvme_mq
 }
 
+# C's controller attributes `reset_controller` and `rescan_controller`
+# (/sys/block/rnvme0n1/device/, the controller's device) while fio writes and verifies: each
+# write returns once its reset or rescan is done (the controller is live again, the disk
+# still there), no command waits for a timeout, fio verifies, every command completed.
+test_nvme_ctrl_sysfs_writes_under_io() {
+    local ctrl=/sys/block/rnvme0n1/device i
+    klog_mark
+    load_nvme
+    [[ -f $ctrl/reset_controller && -f $ctrl/rescan_controller ]] ||
+        fail "no reset_controller or rescan_controller on the controller's device"
+    expect_eq "mode of reset_controller" "$(stat -c %a $ctrl/reset_controller)" 200
+    fio_bg ctrlwrite --loops=4
+    for i in 1 2; do
+        wait_io rnvme0n1
+        kill -0 $FIO_PID 2>/dev/null || fail "fio ended before reset $i"
+        echo 1 >$ctrl/reset_controller || fail "reset $i through sysfs failed"
+        expect_eq "state once reset $i returned" "$(cat $ctrl/state)" live
+        echo 1 >$ctrl/rescan_controller || fail "rescan $i through sysfs failed"
+        [[ -b $DEV ]] || fail "the disk went away in rescan $i"
+    done
+    wait_exit $FIO_PID 300 || fail "fio did not finish"
+    wait $FIO_PID || { cat /tmp/ctrlwrite.out; fail "fio saw errors"; }
+    expect_eq "resets done" "$(klog | grep -c 'rnvme0: controller reset done')" 2
+    ! klog | grep -iE "I/O error|rnvme0:.*(fail|timed out|abort|not completed)" || fail "errors in the kernel log"
+    all_completed
+    unload_nvme
+}
+
 # Two resets of the PCI function (the sysfs `reset` attribute, as blktests' nvme/032, VFIO or
 # another driver do it) while fio writes and verifies: the PCI core calls the driver's
 # reset_prepare (controller disabled, the requests it held given back to the block layer) and
@@ -410,6 +438,7 @@ t nvme_reset_bus_master_left_off
 t nvme_reset_memory_space_left_off
 t nvme_reset_dead_controller_removed
 t nvme_reset_ioctl_errors_like_c
+t nvme_ctrl_sysfs_writes_under_io
 t nvme_pci_function_reset_under_io
 t nvme_pci_function_reset_races_controller_reset
 t nvme_pci_reset_remove_rescan_under_io
