@@ -95,6 +95,8 @@ kind_of() {
         *) echo drivers ;;
     esac
 }
+# A kernel console line's start, as it can follow a verdict on the same console line.
+KMSG_TAIL='\[ *[0-9]+\.[0-9]+\] .*'
 result() { # PASS|FAIL NAME
     local kind
     echo "$1 $2"
@@ -259,7 +261,10 @@ boot() {
     local -A reported=() planned=()
     touch "$LOGS/$name.log"
     plan=$(suite_plan "${*: -1}")
-    lines=$(tr -d '\r' <"$LOGS/$name.log" | grep -aE '^(PASS|FAIL) [a-z0-9_]+$' || true)
+    # A kernel message printed on the console (the debug boots' loglevel=8 prints the tests'
+    # own marks) can land between a verdict and its newline: "PASS name[   13.99] ...".
+    lines=$(tr -d '\r' <"$LOGS/$name.log" | grep -aE "^(PASS|FAIL) [a-z0-9_]+($KMSG_TAIL)?\$" |
+        sed -E "s/$KMSG_TAIL\$//" || true)
     if [[ -z "$lines" && -z "$plan" ]]; then
         result FAIL "guest_${name}_ran"
         tail -n 30 "$LOGS/$name.stderr" "$LOGS/$name.log" | sed 's/^/    | /'
@@ -271,7 +276,8 @@ boot() {
         reported[$test]=1
         result "$verdict" "$PREFIX$test"
         if [[ $verdict == FAIL ]]; then
-            tr -d '\r' <"$LOGS/$name.log" | sed -n "/^FAIL $test\$/,/^\(PASS\|FAIL\) /p" | grep '^    |' || true
+            tr -d '\r' <"$LOGS/$name.log" | sed -n -E "/^FAIL $test($KMSG_TAIL)?\$/,/^(PASS|FAIL) /p" |
+                grep '^    |' || true
         fi
     done <<<"$lines"
     local missing=0 extra=()
