@@ -381,15 +381,15 @@ static PARAM_ERROR: Atomic<i32> = Atomic::new(0);
 
 /// A bound NVMe controller (see docs/design.md, "Ownership and teardown order"). When dropped
 /// (at an unbind, or when the probe fails once it exists), the controller stops resets and
-/// has the namespace layer remove its disks first (which waits for their requests), and the
-/// character device's link is cut; then the fields are dropped in order: the CPU hotplug
-/// callbacks, the character device, the debugfs files, then the controller (the last reference
+/// has the namespace layer remove its disks first (which waits for their requests); then the
+/// fields are dropped in order: the character device's link (cut: files of `/dev/rnvme<C>`
+/// held open must not keep the controller past the unbind), the CPU hotplug callbacks, the
+/// character device, the debugfs files, then the controller (the last reference
 /// to it unless a file of the character device is still open: it is shut down before its queue
 /// memory goes), then the interrupts and the I/O queue memory they reap.
 struct NvmeDevice {
-    _hotplug: hotplug::Hotplug,
-    /// Cuts the link of the controller's device when dropped (see also [`Drop`]).
     _chardev_link: CutOnDrop<Namespaces>,
+    _hotplug: hotplug::Hotplug,
     _chardev: chardev::Chardev,
     _debugfs: Option<debugfs::CtrlDebugfs>,
     ctrl: Arc<Ctrl>,
@@ -706,8 +706,8 @@ impl NvmeDevice {
         let chardev_link = chardev.data().set(namespaces.clone());
         let hotplug = hotplug::register(pdev.as_ref(), ctrl.clone(), params.io_timeout)?;
         Self {
-            _hotplug: hotplug,
             _chardev_link: chardev_link,
+            _hotplug: hotplug,
             _chardev: chardev,
             _debugfs: None,
             ctrl,
@@ -733,8 +733,6 @@ impl NvmeDevice {
 impl Drop for NvmeDevice {
     fn drop(&mut self) {
         self.ctrl.remove();
-        // Files of `/dev/rnvme<C>` held open must not keep the controller past the unbind.
-        self._chardev.data().cut();
     }
 }
 
