@@ -95,8 +95,23 @@ kind_of() {
         *) echo drivers ;;
     esac
 }
-# A kernel console line's start, as it can follow a verdict on the same console line.
-KMSG_TAIL='\[ *[0-9]+\.[0-9]+\] .*'
+# console_lines LOG: the console's lines, with each verdict that a kernel message split
+# joined again. The debug boots print every kernel message on the console (loglevel=8), the
+# tests' own marks included, and one can land inside a verdict's line: "PASS nvme_lendin[
+# 22.79] rblk-test-end ..." then "g_keeps_reserve" (or "" when it landed at the end). The
+# kernel message goes on a line of its own after the verdict.
+console_lines() {
+    tr -d '\r' <"$1" | awk '
+        held != "" {
+            if ($0 ~ /^[a-z0-9_]*$/) { print held $0; print kmsg; held = ""; next }
+            print held; print kmsg; held = ""
+        }
+        /^(PASS|FAIL) [a-z0-9_]*\[ *[0-9]+\.[0-9]+\] / {
+            i = index($0, "["); held = substr($0, 1, i - 1); kmsg = substr($0, i); next
+        }
+        { print }
+        END { if (held != "") { print held; print kmsg } }'
+}
 result() { # PASS|FAIL NAME
     local kind
     echo "$1 $2"
@@ -261,10 +276,7 @@ boot() {
     local -A reported=() planned=()
     touch "$LOGS/$name.log"
     plan=$(suite_plan "${*: -1}")
-    # A kernel message printed on the console (the debug boots' loglevel=8 prints the tests'
-    # own marks) can land between a verdict and its newline: "PASS name[   13.99] ...".
-    lines=$(tr -d '\r' <"$LOGS/$name.log" | grep -aE "^(PASS|FAIL) [a-z0-9_]+($KMSG_TAIL)?\$" |
-        sed -E "s/$KMSG_TAIL\$//" || true)
+    lines=$(console_lines "$LOGS/$name.log" | grep -aE '^(PASS|FAIL) [a-z0-9_]+$' || true)
     if [[ -z "$lines" && -z "$plan" ]]; then
         result FAIL "guest_${name}_ran"
         tail -n 30 "$LOGS/$name.stderr" "$LOGS/$name.log" | sed 's/^/    | /'
@@ -276,7 +288,7 @@ boot() {
         reported[$test]=1
         result "$verdict" "$PREFIX$test"
         if [[ $verdict == FAIL ]]; then
-            tr -d '\r' <"$LOGS/$name.log" | sed -n -E "/^FAIL $test($KMSG_TAIL)?\$/,/^(PASS|FAIL) /p" |
+            console_lines "$LOGS/$name.log" | sed -n "/^FAIL $test\$/,/^\(PASS\|FAIL\) /p" |
                 grep '^    |' || true
         fi
     done <<<"$lines"
