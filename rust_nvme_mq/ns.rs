@@ -54,7 +54,7 @@ impl Operations for NvmeOps {
     fn queue_rq(
         ns: ArcBorrow<'_, Ns>,
         rq: ARef<Request<Self>>,
-        _is_last: bool,
+        is_last: bool,
     ) -> Result<(), QueueError<Self>> {
         let ctrl = &ns.ctrl;
         match ctrl.state() {
@@ -64,10 +64,13 @@ impl Operations for NvmeOps {
             CtrlState::Dead => return Err(QueueError::new(rq, EIO)),
         }
         ctrl.queues
-            .submit(ns.shape.addr(), rq, ctrl.faults.delivery())
+            .submit(ns.shape.addr(), rq, ctrl.faults.delivery(), is_last)
     }
 
-    fn commit_rqs(_ns: ArcBorrow<'_, Ns>) {}
+    /// The dispatch ended before a request with `is_last`: write the doorbells that wait.
+    fn commit_rqs(ns: ArcBorrow<'_, Ns>) {
+        ns.ctrl.queues.ring_unrung();
+    }
 
     /// Reap the poll queue of poll context `hw_queue` and, with `overflow`, the other poll
     /// queues too (its requests may have been lent to them), in the order they were tried.

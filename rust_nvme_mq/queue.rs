@@ -53,6 +53,36 @@ impl Origin {
     }
 }
 
+/// How many queues of a set hold commands on their ring whose doorbell was not written yet
+/// (submitted with `is_last` false: blk-mq has more requests for this dispatch). Whoever
+/// submits the last request of a dispatch, or blk-mq's `commit_rqs`, rings them all; a queue
+/// counts itself in and out under its lock, so the count is exact, and 0 (the unbatched case)
+/// costs one load.
+pub(crate) struct Unrung(Atomic<usize>);
+
+impl Unrung {
+    pub(crate) fn new() -> Self {
+        Self(Atomic::new(0))
+    }
+
+    /// Whether some queue waits for its doorbell.
+    pub(crate) fn any(&self) -> bool {
+        self.0.load(Relaxed) != 0
+    }
+}
+
+/// How a request is submitted: for which namespace, whether the controller gets it, and
+/// whether its doorbell is written now.
+#[derive(Clone, Copy)]
+pub(crate) struct Submission<'a> {
+    pub(crate) ns: NsAddr,
+    pub(crate) delivery: Delivery,
+    /// blk-mq has no more requests for this dispatch (`is_last`, C's `bd->last`): the doorbell
+    /// is written. Otherwise the queue counts itself in `unrung` and waits.
+    pub(crate) last: bool,
+    pub(crate) unrung: &'a Unrung,
+}
+
 /// Whether the controller gets a submitted command.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Delivery {
@@ -134,6 +164,9 @@ pub(crate) struct QueueStats {
     pub(crate) retried: Atomic<u64>,
     /// Commands whose data was described by an SGL (the others: PRPs or none).
     pub(crate) sgl: Atomic<u64>,
+    /// Submission doorbell writes for new commands: one per dispatch of blk-mq, not per
+    /// command, when blk-mq hands over several requests at once.
+    pub(crate) doorbells: Atomic<u64>,
 }
 
 impl QueueStats {
@@ -151,6 +184,7 @@ impl QueueStats {
             hotplug_drained: Atomic::new(0),
             retried: Atomic::new(0),
             sgl: Atomic::new(0),
+            doorbells: Atomic::new(0),
         }
     }
 }
@@ -291,6 +325,9 @@ impl Slot {
 /// The mutable state of an I/O queue pair.
 struct QueueState {
     sq_tail: u16,
+    /// Commands up to `sq_tail` are on the ring, but the doorbell was not written for them
+    /// (counted in the set's [`Unrung`]).
+    unrung: bool,
     cq_head: u16,
     phase: bool,
     /// Command ids not in flight; at most `depth - 1`, so the queues never overrun.
@@ -333,6 +370,7 @@ impl QueueState {
         }
         Ok(Self {
             sq_tail: 0,
+            unrung: false,
             cq_head: 0,
             phase: true,
             free,
@@ -532,16 +570,15 @@ impl IoQueue {
         st.free.pop().ok_or(Refusal::Full)
     }
 
-    /// Submit `rq` (for namespace `ns`) to this queue if a request of `origin` may have one of
-    /// its free slots. `cpus`: the CPUs of the queue's interrupt vector, if it has managed
+    /// Submit `rq` (as `how` says) to this queue if a request of `origin` may have one of its
+    /// free slots. `cpus`: the CPUs of the queue's interrupt vector, if it has managed
     /// affinity; the queue is only used while one of them is online.
     pub(crate) fn submit(
         &self,
-        ns: NsAddr,
         rq: ARef<Request<NvmeOps>>,
         origin: Origin,
-        delivery: Delivery,
         cpus: Option<&Cpumask>,
+        how: Submission<'_>,
     ) -> Result<(), SubmitError> {
         let mut guard = self.state.lock();
         let st = &mut *guard;
@@ -549,10 +586,10 @@ impl IoQueue {
             Ok(cid) => cid,
             Err(refusal) => return Err(refusal.give_back(rq)),
         };
-        self.prepare(st, cid, ns, rq)?;
+        self.prepare(st, cid, how.ns, rq)?;
         st.occupy(cid, origin);
         self.stats.submitted.add(1, Relaxed);
-        if delivery == Delivery::Lose {
+        if how.delivery == Delivery::Lose {
             pr_warn!(
                 "queue {}: losing command {} (fault injection)\n",
                 self.qid,
@@ -562,9 +599,23 @@ impl IoQueue {
         }
         // The command as the slot keeps it (for a retry): built there, copied once, to the ring.
         if let Some(sqe) = st.slots.get(usize::from(cid)).map(|slot| slot.sqe) {
-            self.push(st, sqe);
+            self.write(st, sqe);
+            if how.last {
+                self.ring(st, how.unrung);
+            } else if !st.unrung {
+                st.unrung = true;
+                how.unrung.0.add(1, Relaxed);
+            }
         }
         Ok(())
+    }
+
+    /// Write the doorbell if commands wait for it (counted in `unrung`).
+    pub(crate) fn ring_unrung(&self, unrung: &Unrung) {
+        let mut st = self.state.lock();
+        if st.unrung {
+            self.ring(&mut st, unrung);
+        }
     }
 
     /// Build the command of `rq` (for namespace `ns`) into slot `cid`, claimed by
@@ -608,15 +659,32 @@ impl IoQueue {
         Ok(())
     }
 
-    /// Put `sqe` at the tail of the submission queue and ring the doorbell.
+    /// Put `sqe` at the tail of the submission queue and ring the doorbell (a retry: the
+    /// queue's `unrung` mark, if any, stays for its owner to clear).
     fn push(&self, st: &mut QueueState, sqe: Sqe) {
+        self.write(st, sqe);
+        self.regs.sq_doorbell(self.qid, st.sq_tail);
+    }
+
+    /// Put `sqe` at the tail of the submission queue, without telling the controller.
+    fn write(&self, st: &mut QueueState, sqe: Sqe) {
         // Cannot fail: `sq_tail` < `depth`, the queue's size.
         let _ = cmd::write_sqe(&self.sq, st.sq_tail, sqe);
         st.sq_tail += 1;
         if st.sq_tail == self.depth {
             st.sq_tail = 0;
         }
+    }
+
+    /// Tell the controller of every command up to the tail, and count the queue out of
+    /// `unrung` if it was in.
+    fn ring(&self, st: &mut QueueState, unrung: &Unrung) {
         self.regs.sq_doorbell(self.qid, st.sq_tail);
+        self.stats.doorbells.add(1, Relaxed);
+        if st.unrung {
+            st.unrung = false;
+            unrung.0.fetch_sub(1, Relaxed);
+        }
     }
 
     /// Take up to `COMPLETION_BATCH` completions off the completion queue into `done`, with

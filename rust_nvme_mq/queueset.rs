@@ -11,7 +11,7 @@
 
 use crate::{
     admin::{AdminQueue, AdminWork},
-    queue::{Delivery, Found, IoQueue, Occupancy, Origin, SubmitError},
+    queue::{Delivery, Found, IoQueue, Occupancy, Origin, Submission, SubmitError, Unrung},
     regs::Regs,
     request::{NsAddr, NvmeOps},
 };
@@ -125,6 +125,8 @@ pub(crate) struct QueueSet {
     nr_vectors: usize,
     /// Queue pairs asked for at probe: asked for again by a reset.
     want: u32,
+    /// Queues whose doorbell waits for the end of a dispatch.
+    unrung: Unrung,
 }
 
 impl QueueSet {
@@ -149,6 +151,7 @@ impl QueueSet {
             scan,
             map,
             want,
+            unrung: Unrung::new(),
         })
     }
 
@@ -247,15 +250,50 @@ impl QueueSet {
     /// whose counters, read without their locks, say they have most slots to spare (with
     /// `overflow_scan`, to the first other queue in turn that lends it one). `ENOMEM` (blk-mq
     /// retries later) when no queue tried takes it.
+    ///
+    /// `last`: blk-mq has no more requests for this dispatch (`is_last`). Before that the
+    /// doorbells wait; with it, or when the request is not taken, every queue with a waiting
+    /// doorbell is rung.
     pub(crate) fn submit(
         &self,
         ns: NsAddr,
         rq: ARef<Request<NvmeOps>>,
         delivery: Delivery,
+        last: bool,
+    ) -> Result<(), QueueError<NvmeOps>> {
+        let how = Submission {
+            ns,
+            delivery,
+            last,
+            unrung: &self.unrung,
+        };
+        let outcome = self.place(rq, how);
+        if last || outcome.is_err() {
+            self.ring_unrung();
+        }
+        outcome
+    }
+
+    /// Write the doorbell of every queue with commands waiting for it (blk-mq's
+    /// `commit_rqs`: the dispatch ended before a request with `is_last`).
+    pub(crate) fn ring_unrung(&self) {
+        if !self.unrung.any() {
+            return;
+        }
+        for q in self.queues.iter() {
+            q.ring_unrung(&self.unrung);
+        }
+    }
+
+    /// [`QueueSet::submit`] but for the doorbells of other queues.
+    fn place(
+        &self,
+        rq: ARef<Request<NvmeOps>>,
+        how: Submission<'_>,
     ) -> Result<(), QueueError<NvmeOps>> {
         let Choice { first, count, home } = self.choice(&rq);
         // The home queue first, without building the search: the common case, on the hot path.
-        let mut rq = match self.try_queue(ns, rq, home, home, delivery) {
+        let mut rq = match self.try_queue(rq, home, home, how) {
             Ok(outcome) => return outcome,
             Err(back) => back,
         };
@@ -264,7 +302,7 @@ impl QueueSet {
             let tried = if self.scan {
                 // `queue_order` yields the home queue first: tried above.
                 let others = queue_order(at, n, true).skip(1);
-                self.try_each(ns, rq, others, first, home, delivery)
+                self.try_each(rq, others, first, home, how)
             } else {
                 // Each search starts elsewhere: the home queue's count of own requests it
                 // refused (just counted one more), a counter only the home queue's CPUs move.
@@ -273,7 +311,7 @@ impl QueueSet {
                     .get(home)
                     .map_or(0, |q| q.stats.full.load(Relaxed));
                 let lenders = lenders(at, n, seed, |i| self.spare(first + i));
-                self.try_each(ns, rq, lenders, first, home, delivery)
+                self.try_each(rq, lenders, first, home, how)
             };
             rq = match tried {
                 Ok(outcome) => return outcome,
@@ -289,15 +327,14 @@ impl QueueSet {
     /// queue `home`, until one takes or fails it: `Err` with the request if all refused.
     fn try_each(
         &self,
-        ns: NsAddr,
         mut rq: ARef<Request<NvmeOps>>,
         others: impl Iterator<Item = usize>,
         first: usize,
         home: usize,
-        delivery: Delivery,
+        how: Submission<'_>,
     ) -> Result<Result<(), QueueError<NvmeOps>>, ARef<Request<NvmeOps>>> {
         for qi in others {
-            rq = match self.try_queue(ns, rq, first + qi, home, delivery) {
+            rq = match self.try_queue(rq, first + qi, home, how) {
                 Ok(outcome) => return Ok(outcome),
                 Err(back) => back,
             };
@@ -310,22 +347,15 @@ impl QueueSet {
     /// its reserve, or its vector has no online CPU).
     fn try_queue(
         &self,
-        ns: NsAddr,
         rq: ARef<Request<NvmeOps>>,
         qi: usize,
         home: usize,
-        delivery: Delivery,
+        how: Submission<'_>,
     ) -> Result<Result<(), QueueError<NvmeOps>>, ARef<Request<NvmeOps>>> {
         let Some(queue) = self.queues.get(qi) else {
             return Err(rq);
         };
-        match queue.submit(
-            ns,
-            rq,
-            origin(qi, home, queue.slots()),
-            delivery,
-            self.cpus(qi),
-        ) {
+        match queue.submit(rq, origin(qi, home, queue.slots()), self.cpus(qi), how) {
             Ok(()) => {
                 if let Some(home_queue) = self.queues.get(home).filter(|_| qi != home) {
                     home_queue.stats.overflow_out.add(1, Relaxed);
@@ -479,7 +509,7 @@ impl QueueSet {
 }
 
 /// The column names of [`Counters`].
-pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained retried sgl";
+pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained retried sgl doorbells";
 
 /// The counters of a queue as one line of numbers (debugfs, and the kernel log at removal),
 /// in the order of [`COUNTER_COLUMNS`].
@@ -500,7 +530,7 @@ impl kernel::fmt::Display for Counters<'_> {
         } = q.occupancy();
         write!(
             f,
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             q.qid,
             s.submitted.load(Relaxed),
             s.completed.load(Relaxed),
@@ -518,7 +548,8 @@ impl kernel::fmt::Display for Counters<'_> {
             s.polled.load(Relaxed),
             s.hotplug_drained.load(Relaxed),
             s.retried.load(Relaxed),
-            s.sgl.load(Relaxed)
+            s.sgl.load(Relaxed),
+            s.doorbells.load(Relaxed)
         )
     }
 }

@@ -281,6 +281,43 @@ test_nvme_unbind_under_load_clean() {
     unload_nvme
 }
 
+# blk-mq hands a plugged batch to queue_rq with is_last false for all but its last request. The
+# driver writes a queue's doorbell once per batch (C's bd->last) and, at the batch's end or when
+# blk-mq cuts it short (commit_rqs), rings every queue it left commands on, also the queues that
+# requests overflowed to. A command left without its doorbell would wait for its timeout (then
+# the abort and the reset would rescue it): so no command may time out here.
+test_nvme_batched_doorbells() {
+    klog_mark
+    load_nvme io_timeout=2
+    local sub bells
+    batch_run() { # SUBMIT_BATCH: 4 KiB random writes then their verify, pinned to CPU 0
+        fio --name=batch --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 \
+            --iodepth_batch_submit="$1" --iodepth_batch_complete_min="$1" --rw=randwrite --bs=4k \
+            --size=16m --cpus_allowed=0 --verify=crc32c --verify_fatal=1 --do_verify=1 \
+            >/tmp/fio.out 2>&1 || { cat /tmp/fio.out; fail "fio verify, batches of $1"; }
+    }
+    sub=$(sum_col submitted) bells=$(sum_col doorbells)
+    batch_run 1
+    sub=$(($(sum_col submitted) - sub)) bells=$(($(sum_col doorbells) - bells))
+    echo "one at a time: $sub commands, $bells doorbell writes"
+    expect_eq "doorbell writes, one request per dispatch" "$bells" "$sub"
+    sub=$(sum_col submitted) bells=$(sum_col doorbells)
+    batch_run 16
+    sub=$(($(sum_col submitted) - sub)) bells=$(($(sum_col doorbells) - bells))
+    echo "batches of 16: $sub commands, $bells doorbell writes"
+    ((bells * 2 <= sub)) || fail "$bells doorbell writes for $sub commands in batches of 16"
+    all_completed
+    unload_nvme
+    # Batches larger than a queue: most requests of a batch overflow to other queues.
+    load_nvme io_queue_depth=4 io_timeout=2
+    batch_run 16
+    cat "$STATS"
+    [[ $(sum_col overflow_in) -gt 0 ]] || fail "no request overflowed: the test load is too light"
+    all_completed
+    unload_nvme
+    if klog | grep -E "rnvme[0-9]+: .*(timed out|resetting)"; then fail "a command waited for its timeout"; fi
+}
+
 # Open the disk, remove the device, rmmod, close: the disk's operations (ioctl, and free_disk at
 # the last close) are module code, so every Rust disk names its module as owner and an open disk
 # keeps the module loaded even after its device went. rmmod is refused until the last close.
@@ -600,6 +637,7 @@ t nvme_nr_io_queues_2
 t nvme_depth_above_mqes_rejected
 t nvme_rmmod_under_load_refused
 t nvme_unbind_under_load_clean
+t nvme_batched_doorbells
 t nvme_open_disk_pins_module
 t nvme_timeout_abort_reset
 t nvme_timeout_params
