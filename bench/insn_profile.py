@@ -112,10 +112,14 @@ def main():
     lines = ["# Instructions per I/O, counted (QEMU insn_count plugin)", "",
              f"Log: `{args.log}`. Every guest instruction of each fio window, summed over the "
              "rounds and divided by fio's I/O count; no sampling, nothing moved to irq-enable points.", ""]
-    for cfg in sorted(per):
-        other = twin(cfg)
-        if other is None or other not in per:
-            continue
+    # Each Rust configuration beside its C twin, and beside the driver before the change
+    # (base_*, loaded from --base-ko) when that ran too.
+    pairs = [(cfg, other) for cfg in sorted(per)
+             for other in (twin(cfg), "base_" + cfg[5:] if cfg.startswith("rust_") else None)
+             if other is not None and other in per]
+    for cfg, other in pairs:
+        base = other.startswith("base_")
+        side, ratio = ("after - before", "before over after") if base else ("Rust - C", "C over Rust")
         a, b = per[cfg], per[other]
         fa = {k: v / a["ios"] for k, v in a["funcs"].items()}
         fb = {k: v / b["ios"] for k, v in b["funcs"].items()}
@@ -126,8 +130,8 @@ def main():
                 dst[g] = dst.get(g, 0) + v
         lines += [f"## {cfg} vs {other}", "",
                   f"All instructions per I/O: {sum(fa.values()):,.1f} vs {sum(fb.values()):,.1f} "
-                  f"(C over Rust {sum(fb.values()) / sum(fa.values()):.3f}); I/Os {a['ios']:,} vs {b['ios']:,}.", "",
-                  f"| group | {cfg} | {other} | Rust - C |", "|---|---:|---:|---:|"]
+                  f"({ratio} {sum(fb.values()) / sum(fa.values()):.3f}); I/Os {a['ios']:,} vs {b['ios']:,}.", "",
+                  f"| group | {cfg} | {other} | {side} |", "|---|---:|---:|---:|"]
         for g in sorted(set(ga) | set(gb), key=lambda g: -(ga.get(g, 0) + gb.get(g, 0))):
             lines.append(f"| {g} | {ga.get(g, 0):,.1f} | {gb.get(g, 0):,.1f} | {ga.get(g, 0) - gb.get(g, 0):+,.1f} |")
         lines += ["", f"Functions, instructions per I/O (top {args.top} of each side):", "",

@@ -66,6 +66,7 @@ impl Unrung {
     }
 
     /// Whether some queue waits for its doorbell.
+    #[inline]
     pub(crate) fn any(&self) -> bool {
         self.0.load(Relaxed) != 0
     }
@@ -667,6 +668,7 @@ impl IoQueue {
     }
 
     /// Put `sqe` at the tail of the submission queue, without telling the controller.
+    #[inline]
     fn write(&self, st: &mut QueueState, sqe: Sqe) {
         // Cannot fail: `sq_tail` < `depth`, the queue's size.
         let _ = cmd::write_sqe(&self.sq, st.sq_tail, sqe);
@@ -678,6 +680,7 @@ impl IoQueue {
 
     /// Tell the controller of every command up to the tail, and count the queue out of
     /// `unrung` if it was in.
+    #[inline]
     fn ring(&self, st: &mut QueueState, unrung: &Unrung) {
         self.regs.sq_doorbell(self.qid, st.sq_tail);
         self.stats.doorbells.add(1, Relaxed);

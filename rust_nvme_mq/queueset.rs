@@ -254,6 +254,7 @@ impl QueueSet {
     /// `last`: blk-mq has no more requests for this dispatch (`is_last`). Before that the
     /// doorbells wait; with it, or when the request is not taken, every queue with a waiting
     /// doorbell is rung.
+    #[inline]
     pub(crate) fn submit(
         &self,
         ns: NsAddr,
@@ -276,10 +277,16 @@ impl QueueSet {
 
     /// Write the doorbell of every queue with commands waiting for it (blk-mq's
     /// `commit_rqs`: the dispatch ended before a request with `is_last`).
+    #[inline]
     pub(crate) fn ring_unrung(&self) {
-        if !self.unrung.any() {
-            return;
+        if self.unrung.any() {
+            self.ring_each_unrung();
         }
+    }
+
+    /// [`QueueSet::ring_unrung`] when some queue waits: out of line, off the unbatched path.
+    #[inline(never)]
+    fn ring_each_unrung(&self) {
         for q in self.queues.iter() {
             q.ring_unrung(&self.unrung);
         }
