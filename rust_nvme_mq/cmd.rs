@@ -510,6 +510,7 @@ pub(crate) struct CqEntry {
 }
 
 /// A view of entry `index` of a queue of `T` in `ring`.
+#[inline]
 pub(crate) fn entry<T: FromBytes + IntoBytes>(
     ring: &Coherent<[u8]>,
     index: usize,
@@ -519,12 +520,14 @@ pub(crate) fn entry<T: FromBytes + IntoBytes>(
 }
 
 /// Write `sqe` as entry `index` of the submission queue `ring`.
+#[inline]
 pub(crate) fn write_sqe(ring: &Coherent<[u8]>, index: u16, sqe: Sqe) -> Result {
     entry::<Sqe>(ring, usize::from(index))?.copy_write(sqe);
     Ok(())
 }
 
 /// The completion at entry `index` of `ring`, if its phase tag is `phase` (it is new).
+#[inline]
 pub(crate) fn read_cqe(ring: &Coherent<[u8]>, index: u16, phase: bool) -> Result<Option<CqEntry>> {
     let cqe = entry::<Cqe>(ring, usize::from(index))?;
     // The status word first: the rest is only valid once its phase tag has flipped.

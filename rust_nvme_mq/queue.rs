@@ -439,6 +439,14 @@ impl QueueState {
         Some(slot.sqe)
     }
 
+    /// Advance the submission queue tail of a queue of `depth` entries.
+    fn advance_sq(&mut self, depth: u16) {
+        self.sq_tail += 1;
+        if self.sq_tail == depth {
+            self.sq_tail = 0;
+        }
+    }
+
     /// Advance the completion queue head of a queue of `depth` entries.
     fn advance_cq(&mut self, depth: u16) {
         self.cq_head += 1;
@@ -599,14 +607,12 @@ impl IoQueue {
             return Ok(());
         }
         // The command as the slot keeps it (for a retry): built there, copied once, to the ring.
-        if let Some(sqe) = st.slots.get(usize::from(cid)).map(|slot| slot.sqe) {
-            self.write(st, sqe);
-            if how.last {
-                self.ring(st, how.unrung);
-            } else if !st.unrung {
-                st.unrung = true;
-                how.unrung.0.add(1, Relaxed);
-            }
+        self.write_slot(st, cid);
+        if how.last {
+            self.ring(st, how.unrung);
+        } else if !st.unrung {
+            st.unrung = true;
+            how.unrung.0.add(1, Relaxed);
         }
         Ok(())
     }
@@ -667,15 +673,23 @@ impl IoQueue {
         self.regs.sq_doorbell(self.qid, st.sq_tail);
     }
 
+    /// Put the command of slot `cid` at the tail of the submission queue, without telling the
+    /// controller: copied from the slot to the ring, with no copy in between.
+    #[inline]
+    fn write_slot(&self, st: &mut QueueState, cid: u16) {
+        if let Some(slot) = st.slots.get(usize::from(cid)) {
+            // Cannot fail: `sq_tail` < `depth`, the queue's size.
+            let _ = cmd::write_sqe(&self.sq, st.sq_tail, slot.sqe);
+        }
+        st.advance_sq(self.depth);
+    }
+
     /// Put `sqe` at the tail of the submission queue, without telling the controller.
     #[inline]
     fn write(&self, st: &mut QueueState, sqe: Sqe) {
         // Cannot fail: `sq_tail` < `depth`, the queue's size.
         let _ = cmd::write_sqe(&self.sq, st.sq_tail, sqe);
-        st.sq_tail += 1;
-        if st.sq_tail == self.depth {
-            st.sq_tail = 0;
-        }
+        st.advance_sq(self.depth);
     }
 
     /// Tell the controller of every command up to the tail, and count the queue out of
