@@ -165,9 +165,11 @@ pub(crate) struct QueueStats {
     pub(crate) retried: Atomic<u64>,
     /// Commands whose data was described by an SGL (the others: PRPs or none).
     pub(crate) sgl: Atomic<u64>,
-    /// Submission doorbell writes for new commands: one per dispatch of blk-mq, not per
-    /// command, when blk-mq hands over several requests at once.
-    pub(crate) doorbells: Atomic<u64>,
+    /// Commands put on the ring without a doorbell write because blk-mq had more requests
+    /// for the same dispatch (`is_last` false): the doorbell of a later command, or of the
+    /// dispatch's end, tells the controller of them. Counted only then, so the unbatched path
+    /// pays nothing for it.
+    pub(crate) unrung: Atomic<u64>,
 }
 
 impl QueueStats {
@@ -185,7 +187,7 @@ impl QueueStats {
             hotplug_drained: Atomic::new(0),
             retried: Atomic::new(0),
             sgl: Atomic::new(0),
-            doorbells: Atomic::new(0),
+            unrung: Atomic::new(0),
         }
     }
 }
@@ -610,9 +612,12 @@ impl IoQueue {
         self.write_slot(st, cid);
         if how.last {
             self.ring(st, how.unrung);
-        } else if !st.unrung {
-            st.unrung = true;
-            how.unrung.0.add(1, Relaxed);
+        } else {
+            self.stats.unrung.add(1, Relaxed);
+            if !st.unrung {
+                st.unrung = true;
+                how.unrung.0.add(1, Relaxed);
+            }
         }
         Ok(())
     }
@@ -697,7 +702,6 @@ impl IoQueue {
     #[inline]
     fn ring(&self, st: &mut QueueState, unrung: &Unrung) {
         self.regs.sq_doorbell(self.qid, st.sq_tail);
-        self.stats.doorbells.add(1, Relaxed);
         if st.unrung {
             st.unrung = false;
             unrung.0.fetch_sub(1, Relaxed);

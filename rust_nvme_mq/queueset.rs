@@ -516,7 +516,7 @@ impl QueueSet {
 }
 
 /// The column names of [`Counters`].
-pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained retried sgl doorbells";
+pub(crate) const COUNTER_COLUMNS: &str = "queue submitted completed overflow_out overflow_in full_events in_flight lent lent_max refused reserve offline_skips requeued poll polled hotplug_drained retried sgl unrung";
 
 /// The counters of a queue as one line of numbers (debugfs, and the kernel log at removal),
 /// in the order of [`COUNTER_COLUMNS`].
@@ -556,7 +556,7 @@ impl kernel::fmt::Display for Counters<'_> {
             s.hotplug_drained.load(Relaxed),
             s.retried.load(Relaxed),
             s.sgl.load(Relaxed),
-            s.doorbells.load(Relaxed)
+            s.unrung.load(Relaxed)
         )
     }
 }

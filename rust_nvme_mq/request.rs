@@ -6,7 +6,7 @@
 //! driver-private data).
 
 use crate::{
-    cmd::{self, Sqe},
+    cmd::{self, SglDesc, Sqe},
     prp::{build_prps, two_page_prps, PRP_LIST_ENTRIES},
     sgl::build_sgl,
     transfer::{ListArea, Transfer, MAX_SEGMENTS},
@@ -108,8 +108,8 @@ pub(crate) fn command(ns: NsAddr, rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> R
     if rq.is_fua() && command == Command::Write {
         cdw12 |= cmd::RW_FUA;
     }
-    let sqe = read_write(rq, Sqe::new(opcode, ns.nsid), slot)?;
-    Ok(sqe.slba(lba).cdw12(cdw12))
+    let data = map_data(rq, slot, false)?;
+    Ok(data.describe(Sqe::new(opcode, ns.nsid).slba(lba).cdw12(cdw12)))
 }
 
 /// A Dataset Management (deallocate) of `blocks` blocks from `lba`: one range, written into
@@ -125,17 +125,30 @@ fn discard(nsid: u32, slot: &SlotDma<'_>, lba: u64, blocks: u32) -> Result<Sqe> 
         .cdw11(cmd::DSM_DEALLOCATE))
 }
 
-/// `sqe`, a read or write of `rq`, with the data of `rq` mapped for DMA and described by
-/// PRPs or an SGL (see `transfer.rs`). The block layer maps physically contiguous pieces
-/// together (behind an IOMMU, the whole request as one range). The mapping fails once the
-/// controller has started to unbind.
-fn read_write(rq: &Request<NvmeOps>, sqe: Sqe, slot: SlotDma<'_>) -> Result<Sqe> {
-    map_data(rq, sqe, slot, false)
+/// Where a command finds its data: two PRP entries (the second possibly a PRP list) or an SGL
+/// descriptor. What [`map_data`] returns, so that the 64-byte command is built once, by its
+/// caller, and not passed through and back.
+enum DataPtr {
+    Prps(u64, u64),
+    Sgl(SglDesc),
 }
 
-/// `sqe` with the data of `rq` mapped for DMA and described by PRPs or an SGL; an SGL
-/// whenever the controller takes them if `user` (user memory of a passthrough command).
-fn map_data(rq: &Request<NvmeOps>, sqe: Sqe, slot: SlotDma<'_>, user: bool) -> Result<Sqe> {
+impl DataPtr {
+    /// `sqe` with this data pointer.
+    #[inline]
+    fn describe(self, sqe: Sqe) -> Sqe {
+        match self {
+            Self::Prps(prp1, prp2) => sqe.prps(prp1, prp2),
+            Self::Sgl(desc) => sqe.sgl(desc),
+        }
+    }
+}
+
+/// The data of `rq` mapped for DMA and described by PRPs or an SGL (see `transfer.rs`); an
+/// SGL whenever the controller takes them if `user` (user memory of a passthrough command).
+/// The block layer maps physically contiguous pieces together (behind an IOMMU, the whole
+/// request as one range). The mapping fails once the controller has started to unbind.
+fn map_data(rq: &Request<NvmeOps>, slot: SlotDma<'_>, user: bool) -> Result<DataPtr> {
     slot.dev.map(slot.maps, rq).map_err(|_| EIO)?;
     let list = &slot.list;
     let maps = &*slot.maps;
@@ -153,18 +166,23 @@ fn map_data(rq: &Request<NvmeOps>, sqe: Sqe, slot: SlotDma<'_>, user: bool) -> R
     let sgl = (user && transfer.sgl) || transfer.prefers_sgl(rq.bytes() as usize, count);
     if !sgl {
         if let Some((prp1, prp2)) = one.and_then(|(addr, len)| two_page_prps(addr, len)) {
-            return Ok(sqe.prps(prp1, prp2));
+            return Ok(DataPtr::Prps(prp1, prp2));
         }
         let put = |i, entry| list.write(i, entry);
         match build_prps(maps.segments(), put, PRP_LIST_ENTRIES, list.addr) {
-            Ok(prps) => return Ok(sqe.prps(prps.prp1, prps.prp2)),
+            Ok(prps) => return Ok(DataPtr::Prps(prps.prp1, prps.prp2)),
             // Segments that do not meet at page boundaries: only an SGL describes them.
             Err(_) if slot.transfer.sgl => {}
             Err(e) => return Err(e),
         }
     }
     let put = |i, desc| list.write_desc(i, desc);
-    Ok(sqe.sgl(build_sgl(maps.segments(), put, MAX_SEGMENTS, list.addr)?))
+    Ok(DataPtr::Sgl(build_sgl(
+        maps.segments(),
+        put,
+        MAX_SEGMENTS,
+        list.addr,
+    )?))
 }
 
 /// The command of a passthrough I/O request (a driver-private request made by an I/O
@@ -180,7 +198,7 @@ fn passthrough(rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> Result<Sqe> {
     if rq.bytes() == 0 {
         return Ok(sqe);
     }
-    map_data(rq, sqe, slot, true)
+    Ok(map_data(rq, slot, true)?.describe(sqe))
 }
 
 /// How `rq` ends for its completion `cqe`: a passthrough request successfully, with the
