@@ -13,7 +13,7 @@ use crate::{
     transfer::{SlotLists, Transfer},
 };
 use kernel::{
-    block::mq::{DmaDevice, DmaMapping, Request},
+    block::mq::{CompletionBatch, DmaDevice, DmaMapping, Request},
     cpumask::Cpumask,
     device::{self, Bound},
     dma::Coherent,
@@ -781,27 +781,34 @@ impl IoQueue {
         ended
     }
 
-    /// Reap the completion queue and end what completed.
+    /// Reap the completion queue and end what completed: the requests that succeeded together,
+    /// when the reap is done (C's `io_comp_batch`), the others one by one.
     fn reap(&self) -> Reaped {
         self.finish_deferred();
-        let mut total = Reaped::default();
-        loop {
-            let mut done: [Done; COMPLETION_BATCH] = [const { None }; COMPLETION_BATCH];
-            let batch = self.reap_batch(&mut done);
-            total.consumed |= batch.consumed;
-            total.ended += batch.ended;
-            for (rq, status) in done.iter_mut().filter_map(Option::take) {
-                self.stats.completed.add(1, Relaxed);
-                // The slot held the only reference, so ending fails only while a timeout
-                // handler holds one too, for an instant (see `NvmeOps::timeout`).
-                if let Err(rq) = Request::end(rq, status) {
-                    self.defer(rq, Deferred::End(status));
+        CompletionBatch::run(|ended_together| {
+            let mut total = Reaped::default();
+            loop {
+                let mut done: [Done; COMPLETION_BATCH] = [const { None }; COMPLETION_BATCH];
+                let batch = self.reap_batch(&mut done);
+                total.consumed |= batch.consumed;
+                total.ended += batch.ended;
+                for (rq, status) in done.iter_mut().filter_map(Option::take) {
+                    self.stats.completed.add(1, Relaxed);
+                    // The slot held the only reference, so ending fails only while a timeout
+                    // handler holds one too, for an instant (see `NvmeOps::timeout`).
+                    let ended = match status {
+                        Ok(()) => Request::end_ok_batched(rq, ended_together),
+                        Err(_) => Request::end(rq, status),
+                    };
+                    if let Err(rq) = ended {
+                        self.defer(rq, Deferred::End(status));
+                    }
+                }
+                if batch.ended < COMPLETION_BATCH {
+                    return total;
                 }
             }
-            if batch.ended < COMPLETION_BATCH {
-                return total;
-            }
-        }
+        })
     }
     /// The last online CPU of the queue's vector is going offline (its interrupt still works):
     /// stop lending slots to other CPUs and wait until the commands lent to the queue are
