@@ -223,8 +223,9 @@
 //! Not implemented: `NVME_IOCTL_SUBSYS_RESET`, admin commands over io_uring,
 //! metadata/protection information,
 //! namespaces with LBA formats that carry metadata, reset on CSTS.CFS outside a timeout, the
-//! `nuse` and `passthru_err_log_enabled` disk attributes, noticing on a rescan that a namespace
-//! was replaced under the same nsid.
+//! `nuse` disk attribute, logging failed io_uring passthrough commands
+//! (`passthru_err_log_enabled` covers the ioctls), noticing on a rescan that a namespace was
+//! replaced under the same nsid.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;

@@ -34,11 +34,12 @@ impl MiscDevice for CtrlChardev {
         link.with(|ns| ctrlattr::show(ns, index, buf))
     }
 
-    /// C's `reset_controller` and `rescan_controller`, see [`ctrlattr`](crate::ctrlattr).
+    /// C's `reset_controller`, `rescan_controller` and `passthru_err_log_enabled`, see
+    /// [`ctrlattr`](crate::ctrlattr).
     const WRITE_ATTRIBUTES: &'static [&'static CStr] = ctrlattr::WRITE_ATTRIBUTES;
 
-    fn store_attribute(link: &Arc<Link<Namespaces>>, index: usize, _buf: &[u8]) -> Result {
-        link.with(|ns| ctrlattr::store(ns, index))
+    fn store_attribute(link: &Arc<Link<Namespaces>>, index: usize, buf: &[u8]) -> Result {
+        link.with(|ns| ctrlattr::store(ns, index, buf))
     }
 
     fn ioctl(

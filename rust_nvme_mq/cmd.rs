@@ -349,6 +349,18 @@ impl Sqe {
 
     /// What an error line says of the command: its opcode, and the starting LBA and the
     /// number of blocks of a read, write or write zeroes (0 for other commands).
+    /// Command dwords 10 to 15.
+    pub(crate) fn cdw10_15(&self) -> [u32; 6] {
+        [
+            self.cdw10.get(),
+            self.cdw11.get(),
+            self.cdw12.get(),
+            self.cdw13.get(),
+            self.cdw14.get(),
+            self.cdw15.get(),
+        ]
+    }
+
     pub(crate) fn describe(&self) -> Described {
         let (lba, blocks) = match self.opcode {
             NVM_READ | NVM_WRITE | NVM_WRITE_ZEROES => (

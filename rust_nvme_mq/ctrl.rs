@@ -273,6 +273,9 @@ pub(crate) struct Ctrl {
     function_reset: Atomic<bool>,
     /// Written by debugfs, read by submission and reset.
     pub(crate) faults: Faults,
+    /// Admin passthrough commands that fail are logged (C's controller attribute
+    /// `passthru_err_log_enabled`, off by default as in C).
+    pub(crate) passthru_err_log: Atomic<bool>,
     /// The PCI function, while the driver is bound: a reset turns bus mastering on again.
     pci: DmaDevice,
     /// Runs a reset, queued by [`Ctrl::schedule_reset`].
@@ -322,6 +325,7 @@ impl Ctrl {
                     lose: Atomic::new(0),
                     fail_resets: Atomic::new(0),
                 },
+                passthru_err_log: Atomic::new(false),
                 pci: DmaDevice::new(dev)?,
                 reset_work <- new_work!("rust_nvme_mq::reset"),
                 admin_work,

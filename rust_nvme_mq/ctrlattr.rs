@@ -5,12 +5,18 @@
 //! (`/sys/class/nvme/nvme<C>/`, drivers/nvme/host/sysfs.c), with its formats, that mean
 //! something for a PCIe controller.
 
-use crate::{ctrl::CtrlState, ns::Namespaces};
-use kernel::{fmt::Write, prelude::*, str::Formatter};
+use crate::{ctrl::CtrlState, ident::on_off, ns::Namespaces};
+use kernel::{
+    fmt::Write,
+    prelude::*,
+    str::{kstrtobool_bytes, Formatter},
+    sync::atomic::Relaxed,
+};
 
-/// The read-only attributes, in the C driver's order. Not provided: C's `admin_timeout` and
-/// `io_timeout` (here module parameters), `passthru_err_log_enabled`, and what C hides for
-/// a PCIe controller (`delete_controller`, the fabrics ones).
+/// The readable attributes, in the C driver's order; `passthru_err_log_enabled` is written
+/// too ([`WRITE_ATTRIBUTES`]). Not provided: C's `admin_timeout` and `io_timeout` (here
+/// module parameters), and what C hides for a PCIe controller (`delete_controller`, the
+/// fabrics ones).
 pub(crate) const ATTRIBUTES: &[&CStr] = &[
     c"model",
     c"serial",
@@ -27,18 +33,31 @@ pub(crate) const ATTRIBUTES: &[&CStr] = &[
     c"cntrltype",
     c"dctype",
     c"quirks",
+    c"passthru_err_log_enabled",
 ];
 
-/// The write-only attributes: `echo 1 >` them resets the controller (C's
-/// `nvme_reset_ctrl_sync()`, with its errors) or rescans its namespaces (done when the write
-/// returns; C queues the scan). What is written does not matter, as for C.
-pub(crate) const WRITE_ATTRIBUTES: &[&CStr] = &[c"reset_controller", c"rescan_controller"];
+/// The attributes that take writes: `echo 1 >` the write-only ones resets the controller
+/// (C's `nvme_reset_ctrl_sync()`, with its errors) or rescans its namespaces (done when the
+/// write returns; C queues the scan); what is written to them does not matter, as for C.
+/// `passthru_err_log_enabled` (also in [`ATTRIBUTES`]) takes a boolean as C's `kstrtobool()`
+/// reads it (`on`, `off`, `1`, `0`, `y`, `n`, ...), `EINVAL` for anything else.
+pub(crate) const WRITE_ATTRIBUTES: &[&CStr] = &[
+    c"reset_controller",
+    c"rescan_controller",
+    c"passthru_err_log_enabled",
+];
 
-/// Take a write to attribute `index` of [`WRITE_ATTRIBUTES`] of the controller of `ns`.
-pub(crate) fn store(ns: &Namespaces, index: usize) -> Result {
+/// Take the write of `buf` to attribute `index` of [`WRITE_ATTRIBUTES`] of the controller
+/// of `ns`.
+pub(crate) fn store(ns: &Namespaces, index: usize, buf: &[u8]) -> Result {
     match WRITE_ATTRIBUTES.get(index).ok_or(EINVAL)?.to_bytes() {
         b"reset_controller" => ns.ctrl.reset_sync(),
         b"rescan_controller" => ns.scan(),
+        b"passthru_err_log_enabled" => {
+            let on = kstrtobool_bytes(buf)?;
+            ns.ctrl.passthru_err_log.store(on, Relaxed);
+            Ok(())
+        }
         _ => Err(EINVAL),
     }
 }
@@ -78,6 +97,9 @@ pub(crate) fn show(ns: &Namespaces, index: usize, buf: &mut [u8]) -> Result<usiz
         // The C driver's quirk names; the only one the driver has.
         b"quirks" if info.bogus_nid => writeln!(f, "bogus_nid"),
         b"quirks" => writeln!(f, "none"),
+        b"passthru_err_log_enabled" => {
+            writeln!(f, "{}", on_off(ctrl.passthru_err_log.load(Relaxed)))
+        }
         _ => return Err(EINVAL),
     }
     .map_err(|_| EINVAL)?;

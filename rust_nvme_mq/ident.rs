@@ -90,7 +90,8 @@ pub(crate) struct Identity {
 }
 
 /// The disk attributes, in the C driver's order (its `nuse`, which reads Identify Namespace
-/// at each read, and `passthru_err_log_enabled` are not provided).
+/// at each read, is not provided). The last one, `passthru_err_log_enabled`, is the
+/// namespace's setting, not an identity: shown and written by `ns.rs`.
 pub(crate) const DISK_ATTRIBUTES: &[&CStr] = &[
     c"wwid",
     c"uuid",
@@ -99,7 +100,19 @@ pub(crate) const DISK_ATTRIBUTES: &[&CStr] = &[
     c"csi",
     c"nsid",
     c"metadata_bytes",
+    c"passthru_err_log_enabled",
 ];
+/// The index of `passthru_err_log_enabled` in [`DISK_ATTRIBUTES`].
+pub(crate) const PASSTHRU_ERR_LOG: usize = 7;
+
+/// C's form of a boolean attribute (`passthru_err_log_enabled`).
+pub(crate) fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}
 const WWID: usize = 0;
 const UUID: usize = 1;
 const NGUID: usize = 2;

@@ -9,7 +9,7 @@ use crate::{
     cmd::{self, NsDescList, NsFormat, NsList},
     ctrl::{Ctrl, CtrlEvents, CtrlInfo, CtrlState},
     generic,
-    ident::{self, Identity, NsIds},
+    ident::{self, on_off, Identity, NsIds},
     ioctl::Passthru,
     nsdisk::{Ns, NsDisk, NsSet, Revalidated},
     request::{NsShape, NvmeOps},
@@ -24,11 +24,12 @@ use kernel::{
         SECTOR_SHIFT,
     },
     device::Device,
-    fmt,
+    fmt::{self, Write},
     io::{io_project, Io},
     new_mutex,
     prelude::*,
-    sync::{aref::ARef, Arc, ArcBorrow, Mutex},
+    str::{kstrtobool_bytes, Formatter},
+    sync::{aref::ARef, atomic::Relaxed, Arc, ArcBorrow, Mutex},
     time::Delta,
 };
 
@@ -142,7 +143,24 @@ impl Operations for NvmeOps {
     }
 
     fn show_disk_attribute(ns: ArcBorrow<'_, Ns>, index: usize, buf: &mut [u8]) -> Result<usize> {
-        ns.ident.show(index, buf)
+        if index != ident::PASSTHRU_ERR_LOG {
+            return ns.ident.show(index, buf);
+        }
+        let mut f = Formatter::new(buf);
+        writeln!(f, "{}", on_off(ns.passthru_err_log.load(Relaxed))).map_err(|_| EINVAL)?;
+        Ok(f.bytes_written())
+    }
+
+    /// C's `passthru_err_log_enabled` of the disk: whether failed I/O passthrough commands on
+    /// the namespace are logged; a boolean as C's `kstrtobool()` reads it.
+    const WRITABLE_DISK_ATTRIBUTES: &'static [&'static CStr] = &[c"passthru_err_log_enabled"];
+
+    fn store_disk_attribute(ns: ArcBorrow<'_, Ns>, index: usize, buf: &[u8]) -> Result {
+        if index != ident::PASSTHRU_ERR_LOG {
+            return Err(EINVAL);
+        }
+        ns.passthru_err_log.store(kstrtobool_bytes(buf)?, Relaxed);
+        Ok(())
     }
 
     /// An ioctl on the disk: the namespace's passthrough ioctls (`ioctl.rs`).

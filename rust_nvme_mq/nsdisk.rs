@@ -21,7 +21,7 @@ use kernel::{
     device::Device,
     io_uring::{Answer, IssueFlags, SqeCmd, UringCmd},
     prelude::*,
-    sync::{aref::ARef, new_mutex, Arc, Mutex, MutexGuard},
+    sync::{aref::ARef, atomic::Atomic, new_mutex, Arc, Mutex, MutexGuard},
 };
 
 /// The passthrough ioctls and io_uring commands of a namespace: the controller's passthrough
@@ -43,6 +43,9 @@ pub(crate) struct Ns {
     pub(crate) ident: Identity,
     /// Its ioctls and io_uring commands.
     pub(crate) passthru: Arc<dyn NsPassthru>,
+    /// I/O passthrough commands on the namespace that fail are logged (C's disk attribute
+    /// `passthru_err_log_enabled`, off by default as in C).
+    pub(crate) passthru_err_log: Atomic<bool>,
     /// The disk, for the commands that come through it or the generic device: connected once
     /// the disk is built, cut by the removal (waiting for those commands) before the disk goes.
     disk: Arc<Link<GenDisk<NvmeOps>>>,
@@ -79,6 +82,7 @@ impl Ns {
                 shape,
                 ident,
                 passthru,
+                passthru_err_log: Atomic::new(false),
                 disk,
                 format <- Gate::new(),
             }),

@@ -239,6 +239,62 @@ test_nvme_udev_by_id_like_c() {
     cmp -s /tmp/c-by-id /tmp/r-by-id || fail "rust_nvme_mq's by-id links are not C's"
 }
 
+# err_log_outcomes CTRL DISK: what the controller's and the disk's passthru_err_log_enabled do,
+# one line per outcome, for comparing the drivers: their mode and default, what a write of
+# each of several values leaves (or that it is refused), and, with both off and then both on,
+# how many kernel log lines name the controller for a failed admin passthrough command (Get
+# Log Page of a log the controller does not have) and the disk for a failed I/O passthrough
+# command (a reserved opcode).
+err_log_outcomes() {
+    local ctrl=$1 disk=$2 which attr v
+    local cattr=/sys/class/misc/$ctrl/passthru_err_log_enabled
+    [[ -e $cattr ]] || cattr=/sys/class/nvme/$ctrl/passthru_err_log_enabled
+    local dattr=/sys/block/$disk/passthru_err_log_enabled
+    for which in ctrl disk; do
+        attr=$cattr
+        [[ $which == ctrl ]] || attr=$dattr
+        [[ -e $attr ]] || { echo "$which: no $attr"; continue; }
+        echo "$which mode=$(stat -c %a "$attr") default=$(cat "$attr")"
+        for v in on 0 yes off bogus; do
+            if echo "$v" >"$attr" 2>/dev/null; then
+                echo "$which write $v: $(cat "$attr")"
+            else
+                echo "$which write $v: refused"
+            fi
+        done
+    done
+    for v in off on; do
+        echo "$v" >"$cattr" && echo "$v" >"$dattr" || true
+        klog_mark
+        nvme get-log "/dev/$ctrl" --log-id=0xbf --log-len=512 >/dev/null 2>&1 || true
+        nvme io-passthru "/dev/$disk" --opcode=0x7e --namespace-id=1 >/dev/null 2>&1 || true
+        echo "logging $v: admin lines $(klog | grep -cE "(^|[]:] )$ctrl: .*cdw10=") I/O lines $(klog | grep -cE "(^|[]:] )$disk: .*cdw10=")"
+        klog | grep -E "cdw10=" || true
+    done
+    echo off >"$cattr" && echo off >"$dattr" || true
+}
+
+# passthru_err_log_enabled on the controller and on the disk, as the C driver has them: mode
+# 0644, off by default, a boolean as kstrtobool reads it (anything else refused); while on, a
+# failed admin (controller) or I/O (disk) passthrough command is logged, naming the device, and
+# while off it is not. The outcomes on rust_nvme_mq are the C driver's on the same controller.
+test_nvme_passthru_err_log_like_c() {
+    modprobe nvme
+    wait_dev /dev/nvme0n1
+    err_log_outcomes nvme0 nvme0n1 >/tmp/c-errlog
+    unload_module nvme
+    unload_module nvme_core 2>/dev/null || true
+    load_nvme
+    err_log_outcomes rnvme0 rnvme0n1 >/tmp/r-errlog
+    unload_nvme
+    echo "C:"; cat /tmp/c-errlog
+    echo "rust_nvme_mq:"; cat /tmp/r-errlog
+    grep -q "^logging on: admin lines 1 I/O lines 1$" /tmp/c-errlog ||
+        fail "the C driver did not log one line for each failed command: the test's commands do not fail there"
+    diff <(grep -v 'cdw10=' /tmp/c-errlog) <(grep -v 'cdw10=' /tmp/r-errlog) ||
+        fail "passthru_err_log_enabled does not behave as the C driver's (above: < C, > rust_nvme_mq)"
+}
+
 test_nvme_cli_ns_identity() {
     local a hex
     for a in $NS_ATTRS; do
@@ -607,6 +663,7 @@ t nvme_cli_disk_open_across_unbind
 t nvme_cli_sysfs_identity
 t nvme_ctrl_sysfs_like_c
 t nvme_udev_by_id_like_c
+t nvme_passthru_err_log_like_c
 t nvme_cli_ns_identity
 t nvme_cli_smart_log
 t nvme_cli_get_feature_7
