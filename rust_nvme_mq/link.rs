@@ -6,7 +6,10 @@
 
 use kernel::{
     prelude::*,
-    sync::{new_condvar, new_mutex, Arc, CondVar, Mutex},
+    sync::{
+        atomic::{Acquire, Atomic, Full, Relaxed},
+        new_condvar, new_mutex, Arc, CondVar, Mutex,
+    },
 };
 
 /// What the open files of a character device reach the driver through: for the controller's
@@ -19,34 +22,33 @@ use kernel::{
 #[pin_data]
 pub(crate) struct Link<T: Send + Sync> {
     #[pin]
-    state: Mutex<LinkState<T>>,
-    /// Signalled when the last running call is done.
+    state: Mutex<Option<Arc<T>>>,
+    /// Calls (ioctls, attribute reads, io_uring commands being issued) running: counted in
+    /// with the lock held (so a cut link counts no new call), counted out without it.
+    users: Atomic<usize>,
+    /// A cut waits for the running calls: the last one to leave signals `idle`.
+    cutting: Atomic<bool>,
+    /// Signalled when the last running call is done while the link is being cut.
     #[pin]
     idle: CondVar,
 }
 
-struct LinkState<T> {
-    to: Option<Arc<T>>,
-    /// Calls (ioctls, attribute reads, io_uring commands being issued) running.
-    users: usize,
-}
-
 impl<T: Send + Sync> Link<T> {
     pub(crate) fn new(to: Arc<T>) -> Result<Arc<Self>> {
-        Arc::pin_init(
-            pin_init!(Self {
-                state <- new_mutex!(LinkState { to: Some(to), users: 0 }),
-                idle <- new_condvar!(),
-            }),
-            GFP_KERNEL,
-        )
+        Self::leading_to(Some(to))
     }
 
     /// A link that leads nowhere yet ([`Link::set`] connects it).
     pub(crate) fn empty() -> Result<Arc<Self>> {
+        Self::leading_to(None)
+    }
+
+    fn leading_to(to: Option<Arc<T>>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                state <- new_mutex!(LinkState { to: None, users: 0 }),
+                state <- new_mutex!(to),
+                users: Atomic::new(0),
+                cutting: Atomic::new(false),
                 idle <- new_condvar!(),
             }),
             GFP_KERNEL,
@@ -55,14 +57,17 @@ impl<T: Send + Sync> Link<T> {
 
     /// Lead the link to `to`; cut when the returned guard is dropped.
     pub(crate) fn set(self: &Arc<Self>, to: Arc<T>) -> CutOnDrop<T> {
-        self.state.lock().to = Some(to);
+        let mut state = self.state.lock();
+        *state = Some(to);
+        self.cutting.store(false, Relaxed);
+        drop(state);
         CutOnDrop(self.clone())
     }
 
     /// What the link leads to now, if it is not cut. The reference is not counted as a call:
     /// [`Link::cut`] does not wait for it to be dropped.
     pub(crate) fn get(&self) -> Option<Arc<T>> {
-        self.state.lock().to.clone()
+        self.state.lock().clone()
     }
 
     /// Call `f` with what the link leads to, unless the link is cut (`ENODEV`).
@@ -72,23 +77,25 @@ impl<T: Send + Sync> Link<T> {
 
     /// Call `f` with what the link leads to, `None` if the link is cut. Its reference is
     /// dropped before the call counts as done, so the last one is never dropped after
-    /// [`Link::cut`] returns.
+    /// [`Link::cut`] returns. One lock per call: the call is counted out without it.
     pub(crate) fn visit<R>(&self, f: impl FnOnce(Option<&T>) -> R) -> R {
         let to = {
-            let mut state = self.state.lock();
-            let to = state.to.clone();
-            if to.is_none() {
-                drop(state);
-                return f(None);
+            let state = self.state.lock();
+            let to = state.clone();
+            if to.is_some() {
+                self.users.fetch_add(1, Full);
             }
-            state.users += 1;
             to
         };
-        let result = f(to.as_deref());
+        let Some(to) = to else {
+            return f(None);
+        };
+        let result = f(Some(&to));
         drop(to);
-        let mut state = self.state.lock();
-        state.users -= 1;
-        if state.users == 0 {
+        // Fully ordered, as the cutter's `cutting` store: either this sees it, or the cutter
+        // sees this call gone (a store-buffering pair of fully ordered operations).
+        if self.users.fetch_sub(1, Full) == 1 && self.cutting.load(Relaxed) {
+            let _state = self.state.lock();
             self.idle.notify_all();
         }
         result
@@ -97,8 +104,10 @@ impl<T: Send + Sync> Link<T> {
     /// Cut the link, and wait for the calls that still run.
     pub(crate) fn cut(&self) {
         let mut state = self.state.lock();
-        state.to = None;
-        while state.users > 0 {
+        // With the lock held no call is counted in from here on: they find no target.
+        *state = None;
+        self.cutting.xchg(true, Full);
+        while self.users.load(Acquire) > 0 {
             self.idle.wait(&mut state);
         }
     }
@@ -115,58 +124,88 @@ impl<T: Send + Sync> Drop for CutOnDrop<T> {
 
 /// Calls that run side by side ([`Gate::pass`]), and changes that must not happen while one of
 /// them runs ([`Gate::close`]): a closed gate waits for the calls inside, and new ones wait at
-/// the gate until it opens again.
+/// the gate until it opens again. Passing an open gate takes no lock (every passthrough command
+/// passes one): the count of calls inside and the closed mark are one atomic word.
 #[pin_data]
 pub(crate) struct Gate {
+    /// Calls inside, plus [`CLOSED`] while the gate is closed. Calls enter an open gate and
+    /// leave without the lock; the gate is closed and opened, and calls wait for it to open,
+    /// with the lock held.
+    count: Atomic<usize>,
     #[pin]
-    state: Mutex<GateState>,
-    /// Signalled when the last call inside leaves, and when the gate opens.
+    lock: Mutex<()>,
+    /// Signalled when the last call inside a closed gate leaves, and when the gate opens.
     #[pin]
     changed: CondVar,
 }
 
-struct GateState {
-    inside: usize,
-    closed: bool,
-}
+/// The closed mark in [`Gate::count`].
+const CLOSED: usize = 1 << (usize::BITS - 1);
 
 impl Gate {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
-            state <- new_mutex!(GateState { inside: 0, closed: false }),
+            count: Atomic::new(0),
+            lock <- new_mutex!(()),
             changed <- new_condvar!(),
         })
     }
 
     /// Run `f` inside the gate (once it is open).
     pub(crate) fn pass<R>(&self, f: impl FnOnce() -> R) -> R {
-        let mut state = self.state.lock();
-        while state.closed {
-            self.changed.wait(&mut state);
+        if !self.enter_open() {
+            self.enter_once_open();
         }
-        state.inside += 1;
-        drop(state);
         let result = f();
-        let mut state = self.state.lock();
-        state.inside -= 1;
-        if state.inside == 0 {
+        // The last call inside a closed gate: its closer waits for this, with the lock held
+        // while it looks, so it cannot miss the signal.
+        if self.count.fetch_sub(1, Full) == CLOSED + 1 {
+            let _lock = self.lock.lock();
             self.changed.notify_all();
         }
         result
     }
 
+    /// Enter the gate if it is open, without the lock; false if it is closed.
+    fn enter_open(&self) -> bool {
+        let mut count = self.count.load(Relaxed);
+        while count & CLOSED == 0 {
+            match self.count.cmpxchg(count, count + 1, Full) {
+                Ok(_) => return true,
+                Err(now) => count = now,
+            }
+        }
+        false
+    }
+
+    /// Wait until the gate is open, and enter it.
+    fn enter_once_open(&self) {
+        let mut lock = self.lock.lock();
+        while self.count.load(Acquire) & CLOSED != 0 {
+            self.changed.wait(&mut lock);
+        }
+        // The gate is only closed with the lock held: it is open until this enters.
+        self.count.fetch_add(1, Full);
+    }
+
     /// Close the gate once it is open, and wait until no call is inside; it opens again when
     /// the returned guard is dropped.
     pub(crate) fn close(&self) -> GateClosed<'_> {
-        let mut state = self.state.lock();
-        while state.closed {
-            self.changed.wait(&mut state);
+        let mut lock = self.lock.lock();
+        while self.count.load(Acquire) & CLOSED != 0 {
+            self.changed.wait(&mut lock);
         }
-        state.closed = true;
-        while state.inside > 0 {
-            self.changed.wait(&mut state);
+        self.count.fetch_add(CLOSED, Full);
+        while self.count.load(Acquire) != CLOSED {
+            self.changed.wait(&mut lock);
         }
         GateClosed(self)
+    }
+
+    fn open(&self) {
+        let _lock = self.lock.lock();
+        self.count.fetch_sub(CLOSED, Full);
+        self.changed.notify_all();
     }
 }
 
@@ -182,7 +221,6 @@ impl GateClosed<'_> {
 
 impl Drop for GateClosed<'_> {
     fn drop(&mut self) {
-        self.0.state.lock().closed = false;
-        self.0.changed.notify_all();
+        self.0.open();
     }
 }
