@@ -347,8 +347,6 @@ impl Sqe {
         )
     }
 
-    /// What an error line says of the command: its opcode, and the starting LBA and the
-    /// number of blocks of a read, write or write zeroes (0 for other commands).
     /// Command dwords 10 to 15.
     pub(crate) fn cdw10_15(&self) -> [u32; 6] {
         [
@@ -361,6 +359,8 @@ impl Sqe {
         ]
     }
 
+    /// What an error line says of the command: its opcode, and the starting LBA and the
+    /// number of blocks of a read, write or write zeroes (0 for other commands).
     pub(crate) fn describe(&self) -> Described {
         let (lba, blocks) = match self.opcode {
             NVM_READ | NVM_WRITE | NVM_WRITE_ZEROES => (

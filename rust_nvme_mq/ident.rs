@@ -102,6 +102,13 @@ pub(crate) const DISK_ATTRIBUTES: &[&CStr] = &[
     c"metadata_bytes",
     c"passthru_err_log_enabled",
 ];
+const WWID: usize = 0;
+const UUID: usize = 1;
+const NGUID: usize = 2;
+const EUI: usize = 3;
+const CSI: usize = 4;
+const NSID: usize = 5;
+const METADATA_BYTES: usize = 6;
 /// The index of `passthru_err_log_enabled` in [`DISK_ATTRIBUTES`].
 pub(crate) const PASSTHRU_ERR_LOG: usize = 7;
 
@@ -113,13 +120,6 @@ pub(crate) fn on_off(on: bool) -> &'static str {
         "off"
     }
 }
-const WWID: usize = 0;
-const UUID: usize = 1;
-const NGUID: usize = 2;
-const EUI: usize = 3;
-const CSI: usize = 4;
-const NSID: usize = 5;
-const METADATA_BYTES: usize = 6;
 
 impl Identity {
     /// Whether attribute `index` of [`DISK_ATTRIBUTES`] shows (C hides the identifiers a

@@ -446,7 +446,7 @@ impl Passthru {
         let sent = c.sqe();
         let done = ns.with_format(|addr| {
             check_io(&c, addr.nsid, addr.lba_shift, len)?;
-            self.run_with_data(c.sqe(), to_ctrl, c.addr, len, |mut sqe| {
+            self.run_with_data(sent, to_ctrl, c.addr, len, |mut sqe| {
                 let bytes = driver_cmd(&mut sqe)?;
                 let (status, result) =
                     ns.with_disk(|disk| disk.execute_driver_cmd(to_ctrl, bytes, timeout))?;
