@@ -116,13 +116,30 @@ fi
 
 # 2. Configuration.
 BUILD=$(build_dir "$VER")
-if [[ $BUILTIN == 1 && ! -d "$BUILD" ]]; then
-    # Seed the built-in variant from the modular build (timestamps kept), so that only what the
-    # changed options touch is rebuilt instead of the whole kernel.
-    base=$(BUILTIN=0 DEBUG=0 build_dir "$VER")
-    if [[ -f "$base/vmlinux" ]]; then
+# seed_from: a finished build to start a new configuration's build from (timestamps kept), so
+# that kbuild rebuilds only what the changed options touch instead of the whole kernel: the
+# newest build of this variant under an older configuration, else (for the built-in variant)
+# the modular build of this configuration. Nothing on a fresh machine.
+seed_from() {
+    local suffix="" d best=""
+    [[ $BUILTIN == 1 ]] && suffix="-builtin"
+    [[ $DEBUG == 1 ]] && suffix="-debug"
+    for d in "$CACHE/build/$VER"-????????????"$suffix"; do
+        [[ -f "$d/vmlinux" && -f "$d/.rblk-built" && "$d" != "$BUILD" ]] || continue
+        [[ -z "$best" || "$d/vmlinux" -nt "$best/vmlinux" ]] && best=$d
+    done
+    if [[ -z "$best" && $BUILTIN == 1 ]]; then
+        d=$(BUILTIN=0 DEBUG=0 build_dir "$VER")
+        [[ -f "$d/vmlinux" ]] && best=$d
+    fi
+    echo "$best"
+}
+if [[ ! -d "$BUILD" ]]; then
+    base=$(seed_from)
+    if [[ -n "$base" ]]; then
         log "seeding $BUILD from $base"
-        cp -a "$base" "$BUILD.tmp" && mv "$BUILD.tmp" "$BUILD"
+        rm -rf "$BUILD.tmp"
+        cp -a "$base" "$BUILD.tmp" && rm -f "$BUILD.tmp/.rblk-built" && mv "$BUILD.tmp" "$BUILD"
     fi
 fi
 mkdir -p "$BUILD"
