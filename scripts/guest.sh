@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 
 usage() {
     cat <<USAGE
-Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS | --nvme-null-co] [--nvme-dbcs on|off] [--labelled] [--nvme-subsys] [--virtio-pmem] [--timeout S]
+Usage: $0 [--builtin | --debug] [--smp N] [--icount] [--nvme-null LATENCY_NS | --nvme-null-co] [--nvme-dbcs on|off] [--labelled] [--nvme-subsys] [--virtio-pmem] [--pcie-port] [--timeout S]
           [--init-deadline S] [--append ARGS] [--log FILE] [--trace EVENTS] -- 'GUEST COMMAND'
 
 Uses the kernels and guest tools recorded by scripts/prepare.sh (out/env). The guest gets
@@ -30,6 +30,9 @@ with the guest command's status.
   --virtio-pmem
               add a virtio-pmem-pci device of 128M backed by \$IMAGES/vpmem.img: an asynchronous
               nvdimm region (its flush is a request to the host)
+  --pcie-port the NVMe controller sits behind a PCIe root port (QEMU id rp0, with Advanced Error
+              Reporting) on q35; the guest injects errors by printing "RBLK-HMP
+              pcie_aer_inject_error rp0 ERROR" on the console (scripts/qemu-run.sh --pcie-port)
   --nvme-null LATENCY_NS
               the NVMe namespace is QEMU's null-aio (no image): each command takes
               LATENCY_NS of host time, many in parallel, reads return zeros
@@ -59,6 +62,7 @@ ICOUNT=0
 LABELLED=0
 NVME_SUBSYS=0
 VPMEM=0
+PCIE_PORT=0
 NVME_NULL=
 NVME_NULL_CO=0
 NVME_DBCS=
@@ -76,6 +80,7 @@ while [[ $# -gt 0 ]]; do
         --labelled) LABELLED=1 ;;
         --nvme-subsys) NVME_SUBSYS=1 ;;
         --virtio-pmem) VPMEM=1 ;;
+        --pcie-port) PCIE_PORT=1 ;;
         --nvme-null-co) NVME_NULL_CO=1 ;;
         --smp|--timeout|--init-deadline|--append|--log|--nvme-null|--nvme-dbcs|--trace)
             need_arg "$@"
@@ -124,6 +129,7 @@ args=(--kernel "$kbuild/arch/x86/boot/bzImage" --initrd "$initrd" --smp "$SMP" -
 [[ -n "$NVME_DBCS" ]] && args+=(--nvme-dbcs "$NVME_DBCS")
 [[ $NVME_SUBSYS == 1 ]] && args+=(--nvme-ns2-img "$IMAGES/nvme-ns2.img")
 [[ $VPMEM == 1 ]] && args+=(--vpmem-img "$IMAGES/vpmem.img")
+[[ $PCIE_PORT == 1 ]] && args+=(--pcie-port)
 # Keep the console for test output; the tests read kernel messages with dmesg.
 args+=(--append "loglevel=4 ${APPEND}")
 [[ -n "$LOG" ]] && args+=(--log "$LOG")

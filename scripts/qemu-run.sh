@@ -14,6 +14,8 @@ MEM_SLOTS=2                           # hotplug slots for -m (each NVDIMM takes 
 VPMEM_SIZE=128M                       # size of the virtio-pmem device (--vpmem-img)
 LABEL_SIZE=128K                       # label area of the labelled NVDIMM (--lpmem-img)
 NVME_SERIAL=rblk0001
+NVME_ID=nv0                           # --pcie-port: the NVMe controller's QEMU id (for pcie_aer_inject_error)
+ROOT_PORT_ID=rp0                      # --pcie-port: the PCIe root port's QEMU id
 KILL_GRACE=10                         # seconds between SIGTERM and SIGKILL to QEMU on timeout
 TAIL_LINES=40                         # console lines repeated after a timeout / missing status
 TAIL_POLL=0.2                         # seconds: how often the console follower checks QEMU is alive
@@ -31,7 +33,7 @@ Usage: $0 --kernel BZIMAGE --initrd FILE [--smp N] [--mem SIZE]
           [--pmem-img PATH] [--pmem-size SIZE] [--lpmem-img PATH --lpmem-size SIZE]
           [--nvme-img PATH] [--nvme-size SIZE] [--nvme-queues N]
           [--nvme-null LATENCY_NS | --nvme-null-co] [--nvme-dbcs on|off] [--nvme-ns2-img PATH]
-          [--vpmem-img PATH] [--icount] [--iommu]
+          [--vpmem-img PATH] [--icount] [--iommu] [--pcie-port]
           [--append 'EXTRA KERNEL ARGS'] [--timeout SECONDS] [--init-deadline SECONDS]
           [--log FILE] [--trace EVENTS] [--help]
 
@@ -77,6 +79,13 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
                       over idle periods). Deterministic CPU cost; not with --nvme-null
   --iommu             machine q35 with QEMU's emulated Intel IOMMU (intel_iommu=on added to
                       the command line): every device DMA goes through IOMMU mappings
+  --pcie-port         machine q35, the NVMe controller (id $NVME_ID) behind a PCIe root port (id
+                      $ROOT_PORT_ID, which has Advanced Error Reporting; QEMU's NVMe has none: an
+                      error injected there is only noted in its Device Status), and QEMU's human
+                      monitor open to the guest's error injections: a console line
+                      "RBLK-HMP pcie_aer_inject_error ARGS" is sent to the monitor as
+                      "pcie_aer_inject_error ARGS" (no other command is), its answer logged
+                      on stderr
   --append ARGS       extra kernel command line, after "$KERNEL_ARGS_BASE"
   --timeout SECONDS   wall-clock limit for the whole boot (default $DEFAULT_TIMEOUT)
   --init-deadline S   wall-clock limit for the kernel to start /init, seen as the console line
@@ -110,7 +119,7 @@ to_bytes() {  # SIZE with K/M/G/T (binary) suffix -> bytes; a bare number means 
 
 KERNEL="" INITRD="" SMP=$DEFAULT_SMP MEM=$DEFAULT_MEM TIMEOUT=$DEFAULT_TIMEOUT LOG="" INIT_DEADLINE=""
 PMEM_IMG="" PMEM_SIZE="" LPMEM_IMG="" LPMEM_SIZE="" NVME_IMG="" NVME_SIZE="" NVME_QUEUES="" APPEND="" IOMMU=0
-NVME_NULL="" NVME_NULL_CO=0 NVME_DBCS="" ICOUNT=0 NVME_NS2_IMG= TRACE="" VPMEM_IMG=""
+NVME_NULL="" NVME_NULL_CO=0 NVME_DBCS="" ICOUNT=0 NVME_NS2_IMG= TRACE="" VPMEM_IMG="" PCIE_PORT=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --kernel) need_arg "$@"; KERNEL=$2; shift 2 ;;
@@ -125,6 +134,7 @@ while [[ $# -gt 0 ]]; do
         --nvme-size) need_arg "$@"; NVME_SIZE=$2; shift 2 ;;
         --nvme-queues) need_arg "$@"; NVME_QUEUES=$2; shift 2 ;;
         --iommu) IOMMU=1; shift ;;
+        --pcie-port) PCIE_PORT=1; shift ;;
         --nvme-null) need_arg "$@"; NVME_NULL=$2; shift 2 ;;
         --nvme-null-co) NVME_NULL_CO=1; shift ;;
         --nvme-dbcs) need_arg "$@"; NVME_DBCS=$2; shift 2 ;;
@@ -155,6 +165,8 @@ done
 [[ $NVME_NULL_CO == 0 || -z "$NVME_NULL" ]] || die "--nvme-null and --nvme-null-co are two backends: choose one"
 [[ $NVME_NULL_CO == 0 || -z "$NVME_NS2_IMG" ]] || die "--nvme-ns2-img and --nvme-null-co do not mix"
 [[ -z "$NVME_DBCS" || "$NVME_DBCS" == on || "$NVME_DBCS" == off ]] || die "--nvme-dbcs takes on or off, not '$NVME_DBCS'"
+[[ $PCIE_PORT == 0 || -z "$NVME_NS2_IMG" ]] || die "--pcie-port and --nvme-ns2-img do not mix (the port takes the controller alone)"
+[[ $PCIE_PORT == 0 ]] || command -v python3 >/dev/null || die "--pcie-port needs python3 on the host (it talks to QEMU's monitor socket)"
 [[ -z "$TRACE" || -n "$LOG" ]] || die "--trace needs --log (the trace is written next to the log)"
 [[ -z "$TRACE" || "$TRACE" =~ ^[A-Za-z0-9_*,]+$ ]] || die "--trace takes comma-separated event names or patterns, not '$TRACE'"
 command -v "$QEMU_BIN" >/dev/null || die "$QEMU_BIN not found (scripts/setup-host.sh installs it)"
@@ -185,7 +197,7 @@ prepare_image() {
 ACCEL=(-accel tcg -cpu "${RBLK_CPU:-max}")
 [[ "${RBLK_ACCEL:-tcg}" == kvm ]] && ACCEL=(-accel kvm -cpu host)
 MACHINE=pc
-((IOMMU == 0)) || MACHINE=q35
+((IOMMU == 0 && PCIE_PORT == 0)) || MACHINE=q35
 QEMU=("$QEMU_BIN" "${ACCEL[@]}" -machine "$MACHINE,nvdimm=on" -smp "$SMP"
       -nodefaults -display none -serial mon:stdio -net none -no-reboot
       -kernel "$KERNEL" -initrd "$INITRD")
@@ -247,6 +259,13 @@ else
 fi
 
 NVME_PROPS="serial=$NVME_SERIAL,max_ioqpairs=${NVME_QUEUES:-$SMP}${NVME_DBCS:+,dbcs=$NVME_DBCS}"
+HMP_SOCK=""
+if ((PCIE_PORT)); then
+    QEMU+=(-device "pcie-root-port,id=$ROOT_PORT_ID,chassis=1,slot=1,x-speed=5")
+    NVME_PROPS="id=$NVME_ID,bus=$ROOT_PORT_ID,$NVME_PROPS"
+    HMP_SOCK=$(mktemp -u "${TMPDIR:-/tmp}/qemu-run.hmp.XXXXXX")
+    QEMU+=(-monitor "unix:$HMP_SOCK,server=on,wait=off")
+fi
 if [[ -n "$NVME_NULL" ]]; then
     QEMU+=(-blockdev "driver=null-aio,node-name=nvnull,size=$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}"),latency-ns=$NVME_NULL,read-zeroes=on"
            -device "nvme,drive=nvnull,$NVME_PROPS")
@@ -294,7 +313,7 @@ fi
 # QEMU runs under `timeout` (which enforces the deadline even if this script is killed), writes the
 # console to the log file, and `tail` follows the file to stdout until QEMU is gone.
 # --foreground keeps QEMU in our process group, so it can read the terminal when there is one.
-TPID="" TAILPID="" WATCHPID="" STTY_SAVED="" NO_INIT_FLAG=""
+TPID="" TAILPID="" WATCHPID="" RELAYPID="" STTY_SAVED="" NO_INIT_FLAG=""
 # Hand the terminal to the guest only when it is ours (foreground); otherwise QEMU would stop on
 # SIGTTIN. Any other stdin is not forwarded.
 GUEST_STDIN=/dev/null
@@ -316,6 +335,8 @@ cleanup() {
     fi
     if [[ -n "$TAILPID" ]]; then kill "$TAILPID" 2>/dev/null || true; fi
     if [[ -n "$WATCHPID" ]]; then kill "$WATCHPID" 2>/dev/null || true; fi
+    if [[ -n "$RELAYPID" ]]; then kill "$RELAYPID" 2>/dev/null || true; fi
+    if [[ -n "$HMP_SOCK" ]]; then rm -f "$HMP_SOCK"; fi
     if [[ -n "$NO_INIT_FLAG" ]]; then rm -f "$NO_INIT_FLAG"; fi
     if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
     [[ "$KEEP_LOG" == 1 ]] || rm -f "$LOG"
@@ -353,6 +374,40 @@ watch_init() {
         waited=$((waited + 1))
     done
 }
+# hmp_relay: pass the guest's error injections (console lines "RBLK-HMP pcie_aer_inject_error
+# ARGS") to QEMU's monitor, one at a time, in the order the guest printed them; log each answer.
+hmp_relay() {
+    local fd line cmd reply
+    for fd in "${IMAGE_LOCKS[@]}"; do exec {fd}<&-; done
+    while IFS= read -r line; do
+        line=${line%$'\r'}
+        [[ $line =~ ^RBLK-HMP\ (pcie_aer_inject_error(\ [-A-Za-z0-9_.:]+)+)$ ]] || continue
+        cmd=${BASH_REMATCH[1]}
+        reply=$(python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+def until_prompt():
+    buf = b""
+    while not buf.endswith(b"(qemu) "):
+        data = s.recv(4096)
+        if not data:
+            break
+        buf += data
+    return buf.decode(errors="replace")
+until_prompt()
+s.sendall(sys.argv[2].encode() + b"\n")
+lines = [l.strip() for l in until_prompt().replace("\r", "\n").split("\n")]
+print(" / ".join(l for l in lines[1:] if l and not l.startswith("(qemu)")) or "(no answer)")
+' "$HMP_SOCK" "$cmd" 2>&1) || reply="monitor not reached: $reply"
+        log "monitor: $cmd: $reply"
+    done < <(tail -n +1 -s "$TAIL_POLL" -F --pid="$TPID" "$LOG" 2>/dev/null)
+}
+if ((PCIE_PORT)); then
+    hmp_relay &
+    RELAYPID=$!
+fi
 if [[ -n "$INIT_DEADLINE" ]]; then
     NO_INIT_FLAG=$(mktemp "${TMPDIR:-/tmp}/qemu-run.noinit.XXXXXX")
     rm -f "$NO_INIT_FLAG"
@@ -369,6 +424,11 @@ if [[ -n "$WATCHPID" ]]; then
 fi
 wait "$TAILPID" 2>/dev/null || true
 TAILPID=""
+if [[ -n "$RELAYPID" ]]; then
+    kill "$RELAYPID" 2>/dev/null || true
+    wait "$RELAYPID" 2>/dev/null || true
+    RELAYPID=""
+fi
 if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
 elapsed=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
 where=""
