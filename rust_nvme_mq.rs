@@ -439,6 +439,8 @@ fn reports_bogus_nids(pdev: &pci::Device<Core<'_>>) -> bool {
 fn map_controller(pdev: &pci::Device<Core<'_>>) -> Result<Arc<Regs>> {
     pdev.enable_device_mem()?;
     pdev.set_master();
+    // What a link reset's recovery writes back (see `Ctrl::slot_reset`).
+    pdev.save_state()?;
     // SAFETY: `dma_set_mask_and_coherent` must not run concurrently with a DMA allocation or
     // mapping for this device. This is probe (device lock held), before this binding made any.
     // What this driver allocated or mapped in an earlier binding is gone too, by the teardown
@@ -790,11 +792,37 @@ impl pci::Driver for NvmeDriver {
     const RESET_HANDLERS: bool = true;
 
     fn reset_prepare<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
-        this.ctrl.function_reset_prepare();
+        this.ctrl.function_reset_prepare(ctrl::FUNCTION_RESET);
     }
 
     fn reset_done<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
-        this.ctrl.function_reset_done(pdev.as_ref());
+        this.ctrl
+            .function_reset_done(pdev.as_ref(), ctrl::FUNCTION_RESET);
+    }
+
+    const AER_HANDLERS: bool = true;
+
+    fn error_detected<'bound>(
+        _pdev: &'bound pci::Device<Core<'_>>,
+        this: Pin<&Self::Data<'bound>>,
+        state: pci::ChannelState,
+    ) -> pci::Recovery {
+        this.ctrl.error_detected(state)
+    }
+
+    fn mmio_enabled<'bound>(
+        _pdev: &'bound pci::Device<Core<'_>>,
+        _this: Pin<&Self::Data<'bound>>,
+    ) -> pci::Recovery {
+        // Only after a non-fatal error, which left the controller running.
+        pci::Recovery::Recovered
+    }
+
+    fn slot_reset<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        this: Pin<&Self::Data<'bound>>,
+    ) -> pci::Recovery {
+        this.ctrl.slot_reset(pdev)
     }
 }
 

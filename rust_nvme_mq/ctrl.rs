@@ -33,6 +33,11 @@ const RESET_RETRY_DELAY: Delta = Delta::from_secs(1);
 /// How often a reset tries the device lock, 10 ms apart, before the attempt fails.
 const PCI_LOCK_TRIES: u32 = 100;
 
+/// How the log names the resets of the PCI core: of the function, and of the link in the AER
+/// core's error recovery.
+pub(crate) const FUNCTION_RESET: &str = "PCI function reset";
+pub(crate) const AER_RESET: &str = "PCI error recovery";
+
 /// How long a shutdown waits for the commands in flight to complete before it deletes the
 /// queues (as long as the C driver's `nvme_wait_freeze_timeout()` at shutdown).
 const SHUTDOWN_DRAIN: Delta = Delta::from_secs(30);
@@ -626,14 +631,16 @@ impl Ctrl {
     /// take the controller out of service as the first half of a reset does (submissions
     /// turned away and retried by blk-mq, the I/O queues deleted, the controller disabled, the
     /// requests it held given back to the block layer), so that the function reset loses
-    /// nothing; the state is `Resetting` until [`Ctrl::function_reset_done`].
+    /// nothing; the state is `Resetting` until [`Ctrl::function_reset_done`]. `cause` names
+    /// the reset in the log. Returns whether the controller is held for the reset (false: it
+    /// was dead, suspended or being removed, and is left as it is).
     ///
     /// Decided under the admin lock, which a reset work item holds for a whole attempt, up to
     /// its return to `Live`: a reset that is over shows `Live` here (taken out of service
     /// again), one that is not shows `Resetting` (joined: its next attempts need the device
     /// lock, so none can succeed before the function reset is done). A controller that is
     /// dead, suspended or being removed is left as it is.
-    pub(crate) fn function_reset_prepare(&self) {
+    pub(crate) fn function_reset_prepare(&self, cause: &str) -> bool {
         // Before the admin lock: a reset attempt that holds it and waits for the device lock
         // (which the PCI core holds now) gives up at once.
         self.function_reset.store(true, Relaxed);
@@ -648,17 +655,19 @@ impl Ctrl {
                 CtrlState::Resetting => break true,
                 _ => {
                     self.function_reset.store(false, Relaxed);
-                    return;
+                    return false;
                 }
             }
         };
         let requeued = self.stop_and_requeue_all(&mut admin);
         pr_info!(
-            "rnvme{}: PCI function reset: controller disabled, {} requests requeued{}\n",
+            "rnvme{}: {}: controller disabled, {} requests requeued{}\n",
             self.index,
+            cause,
             requeued,
             if joined { " (a reset was running)" } else { "" }
         );
+        true
     }
 
     /// After the function reset [`Ctrl::function_reset_prepare`] prepared for, under the same
@@ -667,7 +676,7 @@ impl Ctrl {
     /// need the device lock). If that fails, the reset work item retries, as after any failed
     /// attempt. Nothing to do if the preparation left the controller alone (dead, suspended,
     /// being removed) or a reset work item gave up meanwhile (dead).
-    pub(crate) fn function_reset_done(self: &Arc<Self>, dev: &Device<Core<'_>>) {
+    pub(crate) fn function_reset_done(self: &Arc<Self>, dev: &Device<Core<'_>>, cause: &str) {
         let result = {
             let mut admin = self.admin.lock();
             // A reset work item queued from now on (the one below included) does its work.
@@ -677,17 +686,67 @@ impl Ctrl {
             self.cycle(&mut admin, Some(dev)).1
         };
         match result {
-            Ok(()) => pr_info!("rnvme{}: PCI function reset: controller back\n", self.index),
+            Ok(()) => pr_info!("rnvme{}: {}: controller back\n", self.index, cause),
             Err(e) => {
                 pr_warn!(
-                    "rnvme{}: PCI function reset: controller not back ({:?}), resetting it\n",
+                    "rnvme{}: {}: controller not back ({:?}), resetting it\n",
                     self.index,
+                    cause,
                     e
                 );
                 // Queued at most once: a queued work item is not queued again.
                 let _ = workqueue::system_unbound().enqueue(self.clone());
             }
         }
+    }
+
+    /// AER: an uncorrectable error was reported for the controller or the link above it
+    /// (device lock held), as the C driver's `nvme_error_detected()` answers it. A non-fatal
+    /// error leaves the link working: nothing to recover. After a fatal one the AER core
+    /// resets the link: the controller is taken out of service first, as for a function reset
+    /// (its requests requeued; the registers of a frozen link read all ones, so no command is
+    /// sent), and [`Ctrl::slot_reset`] brings it back. When the recovery failed the device
+    /// cannot be reached: the reset work item tries it, and gives the controller up (its
+    /// requests fail, its disks go) if it does not come back.
+    pub(crate) fn error_detected(self: &Arc<Self>, state: pci::ChannelState) -> pci::Recovery {
+        match state {
+            pci::ChannelState::Normal => {
+                pr_info!("rnvme{}: non-fatal PCI error reported\n", self.index);
+                pci::Recovery::CanRecover
+            }
+            pci::ChannelState::Frozen => {
+                if self.function_reset_prepare(AER_RESET) {
+                    pci::Recovery::NeedReset
+                } else {
+                    pci::Recovery::Disconnect
+                }
+            }
+            pci::ChannelState::PermanentFailure => {
+                pr_err!("rnvme{}: PCI error recovery failed\n", self.index);
+                self.function_reset.store(false, Relaxed);
+                match self.state() {
+                    CtrlState::Live => {
+                        self.schedule_reset();
+                    }
+                    // Held for the link reset that did not come: the work item takes it on.
+                    CtrlState::Resetting => {
+                        let _ = workqueue::system_unbound().enqueue(self.clone());
+                    }
+                    _ => {}
+                }
+                pci::Recovery::Disconnect
+            }
+        }
+    }
+
+    /// AER: the link was reset after the fatal error [`Ctrl::error_detected`] took the
+    /// controller out of service for (device lock held), as the C driver's `nvme_slot_reset()`:
+    /// the configuration space the reset cleared (base address, command register, MSI-X) is
+    /// written back, and the controller comes back as after a function reset.
+    pub(crate) fn slot_reset(self: &Arc<Self>, pdev: &pci::Device<Core<'_>>) -> pci::Recovery {
+        pdev.restore_state();
+        self.function_reset_done(pdev.as_ref(), AER_RESET);
+        pci::Recovery::Recovered
     }
 
     /// Wait (at most [`SHUTDOWN_DRAIN`]) until no command is in flight; submissions are turned
@@ -904,7 +963,8 @@ impl Ctrl {
             dev_warn!(dev, "rnvme{}: bus mastering was off\n", self.index);
         }
         pdev.set_master();
-        Ok(())
+        // What a link reset's recovery writes back (`slot_reset`).
+        pdev.save_state()
     }
 
     /// First half of a reset: stop submissions, disable the controller, requeue what it held

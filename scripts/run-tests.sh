@@ -385,6 +385,9 @@ boot nvme_rescan --smp 2 --nvme-subsys -- 'bash /tests/suite-nvme-rescan.sh'
 boot nvme_io_passthru --smp 2 -- 'bash /tests/suite-nvme-io-passthru.sh'
 boot nvme_latency --smp 4 --nvme-null 100000000 -- 'bash /tests/suite-nvme-latency.sh'
 boot nvme_poll --smp 4 -- 'bash /tests/suite-nvme-poll.sh'
+# PCIe errors QEMU injects into the root port above the controller (q35), recovered by the AER
+# core through the driver's error handlers.
+boot nvme_aer --smp 2 --pcie-port -- 'bash /tests/suite-nvme-aer.sh'
 # CC.SHN and the deletion of the I/O queues, seen by the controller (QEMU's trace, read after the
 # guest powered off): at power-off with the driver bound (PCI shutdown callback), and at rmmod.
 NVME_SHUTDOWN_EVENTS=$("$TOP/tests/host/nvme-shutdown-trace.sh" --events)
@@ -454,6 +457,8 @@ if [[ -n "${KBUILD_DEBUG:-}" ]]; then
             "bash /tests/suite-${suite//_/-}.sh"
         debug_log_clean "debug_$suite"
     done
+    boot debug_nvme_aer --debug --smp 2 --pcie-port --timeout 1200 --append loglevel=8 -- 'bash /tests/suite-nvme-aer.sh'
+    debug_log_clean debug_nvme_aer
     boot debug_dax_write --debug --labelled --timeout 1200 --append loglevel=8 -- "bash /tests/suite-dax.sh write $SEED"
     debug_log_clean debug_dax_write
     PREFIX=

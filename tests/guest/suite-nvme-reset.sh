@@ -158,24 +158,6 @@ test_nvme_reset_odd_direct_io() {
     unload_c_nvme
 }
 
-# wait_exit PID SECONDS: wait until PID has exited, at most SECONDS (busybox tail has no --pid).
-wait_exit() {
-    local i
-    for i in $(seq "$2"); do kill -0 "$1" 2>/dev/null || return 0; sleep 1; done
-    kill -0 "$1" 2>/dev/null && { kill "$1"; return 1; }
-    return 0
-}
-
-# fio_bg NAME [EXTRA...]: write and verify 64 MiB in the background; sets FIO_PID.
-fio_bg() {
-    local name=$1
-    shift
-    fio --name="$name" --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 \
-        --rw=randwrite --bs=4k --size=64m --verify=crc32c --verify_fatal=1 --do_verify=1 \
-        --loops=4 "$@" >/tmp/$name.out 2>&1 &
-    FIO_PID=$!
-}
-
 # fault_during_fio NAME BIT then_on|left_off: fio with verify, BIT of the PCI command register
 # cleared 2 s in (as a DMA fault or a stray config write would leave it) and, with then_on, set
 # again a second later. Nothing completes meanwhile, the commands time out, the driver resets
