@@ -106,5 +106,12 @@ fio_bg() {
     fio --name="$name" --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 \
         --rw=randwrite --bs=4k --size=64m --verify=crc32c --verify_fatal=1 --do_verify=1 \
         --loops=4 "$@" >/tmp/$name.out 2>&1 &
-    FIO_PID=$!
+    FIO_PID=$! FIO_NAME=$name
+}
+
+# fio_done [SECONDS]: wait (300 s unless told) for fio_bg's fio to finish, and fail unless it
+# succeeded (its output then shown).
+fio_done() {
+    wait_exit $FIO_PID "${1:-300}" || fail "fio did not finish"
+    wait $FIO_PID || { cat "/tmp/$FIO_NAME.out"; fail "fio saw errors"; }
 }

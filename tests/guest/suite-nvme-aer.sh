@@ -53,8 +53,7 @@ errors_under_fio() {
     recoveries 2
     kill -0 $FIO_PID 2>/dev/null || fail "fio ended before the fatal error was recovered (see /tmp/aer.out)"
     wait_io "$disk"
-    wait_exit $FIO_PID 300 || fail "fio did not finish"
-    wait $FIO_PID || { cat /tmp/aer.out; fail "fio saw errors"; }
+    fio_done
     klog | grep -E "nvme0|AER:|recovery" | tail -n 20
     expect_eq "correctable errors logged" "$(count 'severity=Correctable')" 1
     expect_eq "recoveries the AER core reports successful" "$(count 'device recovery successful')" 2

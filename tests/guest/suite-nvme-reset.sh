@@ -173,8 +173,7 @@ fault_during_fio() {
         sleep 1  # how long the fault lasts (not a wait for anything)
         pci_bit_set "$bit"
     fi
-    wait_exit $FIO_PID 300 || fail "fio did not finish"
-    wait $FIO_PID || { cat /tmp/$name.out; fail "fio saw errors"; }
+    fio_done
     klog | grep -E "rnvme0:" | tail -n 8
     klog | grep -q "rnvme0: controller reset done" || fail "no controller reset"
 }
@@ -201,8 +200,7 @@ test_nvme_reset_suspend_resume() {
         n=$((n + 1))
     done
     echo none >/sys/power/pm_test
-    wait_exit $FIO_PID 600 || fail "fio did not finish"
-    wait $FIO_PID || { cat /tmp/suspend.out; fail "fio saw errors"; }
+    fio_done 600
     klog | grep -E "rnvme0:|PM: " | tail -n 12
     expect_eq "suspends of rnvme0" "$(klog | grep -c 'rnvme0: suspended, ')" $n
     expect_eq "resumes of rnvme0" "$(klog | grep -c 'rnvme0: resuming')" $n
@@ -313,8 +311,7 @@ test_nvme_ctrl_sysfs_writes_under_io() {
         echo 1 >$ctrl/rescan_controller || fail "rescan $i through sysfs failed"
         [[ -b $DEV ]] || fail "the disk went away in rescan $i"
     done
-    wait_exit $FIO_PID 300 || fail "fio did not finish"
-    wait $FIO_PID || { cat /tmp/ctrlwrite.out; fail "fio saw errors"; }
+    fio_done
     expect_eq "resets done" "$(klog | grep -c 'rnvme0: controller reset done')" 2
     ! klog | grep -iE "I/O error|rnvme0:.*(fail|timed out|abort|not completed)" || fail "errors in the kernel log"
     all_completed
@@ -338,8 +335,7 @@ test_nvme_pci_function_reset_under_io() {
         kill -0 $FIO_PID 2>/dev/null || fail "fio ended before reset $n"
         echo 1 >"$reset" || fail "reset $n of the function failed"
     done
-    wait_exit $FIO_PID 300 || fail "fio did not finish"
-    wait $FIO_PID || { cat /tmp/fnreset.out; fail "fio saw errors"; }
+    fio_done
     klog | grep -E "rnvme0:|resetting" | tail -n 8
     expect_eq "function resets prepared" "$(klog | grep -c 'rnvme0: PCI function reset: controller disabled')" 2
     expect_eq "function resets done" "$(klog | grep -c 'rnvme0: PCI function reset: controller back')" 2
@@ -370,8 +366,7 @@ test_nvme_pci_function_reset_races_controller_reset() {
         echo 1 >"$reset" || fail "function reset after ${i}0 ms failed"
         wait $r || true
     done
-    wait_exit $FIO_PID 300 || fail "fio did not finish"
-    wait $FIO_PID || { cat /tmp/fnrace.out; fail "fio saw errors"; }
+    fio_done
     klog | grep -E "rnvme0:" | tail -n 12
     expect_eq "function resets done" "$(klog | grep -c 'rnvme0: PCI function reset: controller back')" 4
     ! klog | grep -iE "I/O error|rnvme0:.*(fail|timed out|abort|not completed|not back)" || fail "errors in the kernel log"
