@@ -99,15 +99,37 @@ wait_exit() {
     return 0
 }
 
-# fio_bg NAME [EXTRA...]: write and verify 64 MiB in the background; sets FIO_PID.
-fio_bg() {
+# fio_verify NAME [EXTRA...]: write and verify 64 MiB (random 4 KiB writes, crc32c), 4 loops
+# unless told; fio's output goes to stdout.
+fio_verify() {
     local name=$1
     shift
     fio --name="$name" --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 \
         --rw=randwrite --bs=4k --size=64m --verify=crc32c --verify_fatal=1 --do_verify=1 \
-        --loops=4 "$@" >/tmp/$name.out 2>&1 &
+        --loops=4 "$@"
+}
+
+# fio_bg NAME [EXTRA...]: fio_verify in the background; sets FIO_PID and FIO_NAME.
+fio_bg() {
+    local name=$1
+    fio_verify "$@" >/tmp/$name.out 2>&1 &
     FIO_PID=$! FIO_NAME=$name
 }
+
+# fio_until_stopped NAME: in the background, fio_verify with one loop after another until
+# fio_stop, so that the I/O lasts as long as the events under it take, however slow the
+# kernel (a debug kernel takes several times as long); stops at the first fio that fails.
+# Sets FIO_PID and FIO_NAME like fio_bg.
+fio_until_stopped() {
+    local name=$1
+    rm -f "/tmp/$name.stop"
+    (while [ ! -e "/tmp/$name.stop" ]; do fio_verify "$name" --loops=1 || exit; done) \
+        >/tmp/$name.out 2>&1 &
+    FIO_PID=$! FIO_NAME=$name
+}
+
+# fio_stop: have fio_until_stopped end after the fio that is running (its verify included).
+fio_stop() { touch "/tmp/$FIO_NAME.stop"; }
 
 # fio_done [SECONDS]: wait (300 s unless told) for fio_bg's fio to finish, and fail unless it
 # succeeded (its output then shown).

@@ -37,12 +37,12 @@ recoveries() {
 # errors_under_fio DISK: under fio on /dev/DISK (random writes, verified), the three kinds of
 # error one after the other, each once fio's I/O flows: a correctable one (RCVR), a non-fatal
 # uncorrectable one (UNSUP), a fatal one (DLP; the AER core then resets the link below the root
-# port, and QEMU the controller). Waits for the AER core to finish each recovery and for fio to
-# finish and verify; checks what the AER core logged: one correctable error, both recoveries
-# successful, no failed one and no I/O error.
+# port, and QEMU the controller). Waits for the AER core to finish each recovery, then for fio
+# to finish (and verify) the loop it is in; checks what the AER core logged: one correctable
+# error, both recoveries successful, no failed one and no I/O error.
 errors_under_fio() {
     local disk=$1
-    DEV=/dev/$disk fio_bg aer --loops=16
+    DEV=/dev/$disk fio_until_stopped aer
     wait_io "$disk"
     inject RCVR "severity=Correctable"
     wait_io "$disk"
@@ -53,6 +53,7 @@ errors_under_fio() {
     recoveries 2
     kill -0 $FIO_PID 2>/dev/null || fail "fio ended before the fatal error was recovered (see /tmp/aer.out)"
     wait_io "$disk"
+    fio_stop
     fio_done
     klog | grep -E "nvme0|AER:|recovery" | tail -n 20
     expect_eq "correctable errors logged" "$(count 'severity=Correctable')" 1
