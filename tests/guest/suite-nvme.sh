@@ -257,6 +257,20 @@ test_nvme_rmmod_under_load_refused() {
     if klog | grep "controller shutdown timed out"; then fail "CC.SHN shutdown did not complete"; fi
 }
 
+# The unbind gives the PCI function back as the probe found it: the enable the probe made is
+# undone (the enable count back to 0, what the next driver's own disable relies on) and bus
+# mastering is off, so the controller can no longer reach memory.
+test_nvme_unbind_disables_function() {
+    local fn cmd
+    load_nvme
+    fn=/sys/bus/pci/devices/$(rust_bdf)
+    expect_eq "enable count of the function while bound" "$(cat "$fn/enable")" 1
+    unload_nvme
+    expect_eq "enable count of the function after the unbind" "$(cat "$fn/enable")" 0
+    cmd=$(od -An -tx2 -j4 -N2 "$fn/config" | tr -d ' ')
+    (((0x$cmd & 0x4) == 0)) || fail "bus mastering still on after the unbind (command register 0x$cmd)"
+}
+
 test_nvme_unbind_under_load_clean() {
     load_nvme
     local bdf
@@ -641,6 +655,7 @@ t nvme_nr_io_queues_2
 t nvme_depth_above_mqes_rejected
 t nvme_rmmod_under_load_refused
 t nvme_unbind_under_load_clean
+t nvme_unbind_disables_function
 t nvme_batched_doorbells
 t nvme_open_disk_pins_module
 t nvme_timeout_abort_reset
