@@ -78,5 +78,19 @@ test_nvme_aer_recovery_under_io() {
     unload_nvme
 }
 
+# The C driver, bound to the controller after rust_nvme_mq (which is how a user switches
+# drivers), recovers from the same errors. It failed while rust_nvme_mq left the function
+# enabled at its unbind: C's recovery then disabled its controller twice and its disk's queue
+# stayed frozen after the link reset (fio blocked, nothing in flight).
+test_c_nvme_aer_recovery_after_rust() {
+    klog_mark
+    modprobe nvme
+    wait_dev /dev/nvme0n1
+    errors_under_fio nvme0n1
+    expect_eq "controllers C reset for the link reset" "$(count 'nvme nvme0: frozen state error detected')" 1
+    rmmod nvme
+}
+
 t nvme_aer_recovery_under_io
+t c_nvme_aer_recovery_after_rust
 t_kernel_clean nvme_aer_no_kernel_warnings
