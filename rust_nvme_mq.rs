@@ -223,9 +223,8 @@
 //! Not implemented: `NVME_IOCTL_SUBSYS_RESET`, admin commands over io_uring,
 //! metadata/protection information,
 //! namespaces with LBA formats that carry metadata, reset on CSTS.CFS outside a timeout, the
-//! `nuse` disk attribute, logging failed io_uring passthrough commands
-//! (`passthru_err_log_enabled` covers the ioctls), noticing on a rescan that a namespace was
-//! replaced under the same nsid.
+//! `nuse` disk attribute, noticing on a rescan that a namespace was replaced under the same
+//! nsid.
 
 #[path = "rust_nvme_mq/admin.rs"]
 mod admin;
@@ -533,6 +532,7 @@ fn alloc_io_queues(
     regs: &Arc<Regs>,
     admin: &mut EnabledAdmin,
     params: &Params,
+    ctrl_index: u32,
     depth: u16,
     transfer: Transfer,
 ) -> Result<Allocated> {
@@ -558,7 +558,14 @@ fn alloc_io_queues(
     for i in 0..nr_queues {
         let qid = u16::try_from(i + 1)?;
         queues.push(
-            IoQueue::new(pdev.as_ref(), regs.clone(), qid, depth, transfer)?,
+            IoQueue::new(
+                pdev.as_ref(),
+                regs.clone(),
+                ctrl_index,
+                qid,
+                depth,
+                transfer,
+            )?,
             GFP_KERNEL,
         )?;
     }
@@ -680,8 +687,16 @@ impl NvmeDevice {
         let mut admin = enable_controller(pdev, &regs, params.admin_timeout)?;
         let mut info = CtrlInfo::identify(&mut admin, &regs, params.sgl_threshold)?;
         info.bogus_nid = module_parameters::bogus_nid_quirk.value() && reports_bogus_nids(pdev);
-        let Allocated { queues, want } =
-            alloc_io_queues(pdev, &regs, &mut admin, &params, depth, info.transfer)?;
+        let index = CtrlIndex::take()?;
+        let Allocated { queues, want } = alloc_io_queues(
+            pdev,
+            &regs,
+            &mut admin,
+            &params,
+            index.0,
+            depth,
+            info.transfer,
+        )?;
         let nr_poll = params.poll_queues as usize;
         pdev.free_irq_handlers(admin_irq)?;
         let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll], &admin_work)?;
@@ -693,7 +708,6 @@ impl NvmeDevice {
             params.overflow,
             params.overflow_scan,
         )?;
-        let index = CtrlIndex::take()?;
         let ctrl = Ctrl::new(
             dev,
             index.0,

@@ -10,6 +10,7 @@ use crate::le::{Le16, Le32, Le64};
 use core::mem::size_of;
 use kernel::{
     dma::{Coherent, CoherentView},
+    fmt,
     io::{io_project, Io},
     prelude::*,
 };
@@ -177,6 +178,11 @@ impl Sqe {
 
     pub(crate) fn opcode(&self) -> u8 {
         self.opcode
+    }
+
+    /// The namespace the command is for.
+    pub(crate) fn nsid(&self) -> u32 {
+        self.nsid.get()
     }
 
     /// Set the command identifier.
@@ -471,6 +477,27 @@ impl kernel::fmt::Display for Described {
         }
         Ok(())
     }
+}
+
+/// Log a passthrough command `sqe` that failed with `status`, with what C's
+/// `nvme_log_err_passthru()` logs (the command's opcode, status and dwords 10 to 15): `name` is
+/// the disk's or the controller's, `kind` "Admin" or "I/O". Only when the user enabled it
+/// (`passthru_err_log_enabled`), so not rate limited.
+pub(crate) fn log_failed_passthrough(name: fmt::Arguments<'_>, kind: &str, sqe: &Sqe, status: u16) {
+    let [cdw10, cdw11, cdw12, cdw13, cdw14, cdw15] = sqe.cdw10_15();
+    pr_err!(
+        "{}: {} Cmd({:#x}), error ({}) cdw10={:#x} cdw11={:#x} cdw12={:#x} cdw13={:#x} cdw14={:#x} cdw15={:#x}\n",
+        name,
+        kind,
+        sqe.opcode(),
+        StatusText(status),
+        cdw10,
+        cdw11,
+        cdw12,
+        cdw13,
+        cdw14,
+        cdw15
+    );
 }
 
 /// A completion status as an error line shows it: its type and code, and the More and Do Not

@@ -27,7 +27,6 @@ use kernel::{
     cred::{capable, Capability},
     device::{Bound, Device},
     dma::Coherent,
-    fmt,
     io::{io_project, Io},
     io_uring::{Answer, IssueFlags, SqeCmd, UringCmd},
     ioctl::{_IO, _IOW, _IOWR},
@@ -317,7 +316,12 @@ impl Passthru {
             })?
         };
         if done.status != 0 && self.ctrl.passthru_err_log.load(Relaxed) {
-            log_failed(fmt!("rnvme{}", self.ctrl.index), "Admin", &sqe, done.status);
+            cmd::log_failed_passthrough(
+                fmt!("rnvme{}", self.ctrl.index),
+                "Admin",
+                &sqe,
+                done.status,
+            );
         }
         write_result(arg, layout, done.result)?;
         Ok(done.status.into())
@@ -443,17 +447,15 @@ impl Passthru {
         let len = usize::try_from(c.data_len)?;
         let to_ctrl = c.is_write();
         let timeout = c.timeout();
-        let sent = c.sqe();
         let done = ns.with_format(|addr| {
             check_io(&c, addr.nsid, addr.lba_shift, len)?;
-            self.run_with_data(sent, to_ctrl, c.addr, len, |mut sqe| {
+            self.run_with_data(c.sqe(), to_ctrl, c.addr, len, |mut sqe| {
                 let bytes = driver_cmd(&mut sqe)?;
                 let (status, result) =
                     ns.with_disk(|disk| disk.execute_driver_cmd(to_ctrl, bytes, timeout))?;
                 completion(status, result)
             })
         })?;
-        log_failed_io(ns, &sent, done.status);
         write_result(arg, layout, done.result)?;
         Ok(done.status.into())
     }
@@ -486,18 +488,12 @@ impl Passthru {
         timeout: Option<Delta>,
         build: impl FnOnce(u32) -> Result<(Sqe, UserData)>,
     ) -> Result<Completion> {
-        let mut sent = None;
         let (status, result) = ns.with_format(|addr| {
             let (mut sqe, data) = build(addr.lba_shift)?;
-            sent = Some(sqe);
             let bytes = driver_cmd(&mut sqe)?;
             ns.with_disk(|disk| disk.execute_driver_cmd_user(to_ctrl, bytes, timeout, data))
         })?;
-        let done = completion(status, result)?;
-        if let Some(sqe) = sent {
-            log_failed_io(ns, &sqe, done.status);
-        }
-        Ok(done)
+        completion(status, result)
     }
 
     /// `NVME_IOCTL_SUBMIT_IO` on the disk of namespace `nsid`, like the C driver's
@@ -720,36 +716,6 @@ impl Passthru {
         }
         Ok(done)
     }
-}
-
-/// Log the I/O passthrough command `sqe` on namespace `ns` if it failed (`status` not 0) and
-/// the namespace's `passthru_err_log_enabled` is on.
-fn log_failed_io(ns: &Ns, sqe: &Sqe, status: u16) {
-    if status != 0 && ns.passthru_err_log.load(Relaxed) {
-        let name = fmt!("rnvme{}n{}", ns.ctrl.index, ns.shape.nsid);
-        log_failed(name, "I/O", sqe, status);
-    }
-}
-
-/// Log a passthrough command that failed with `status`, with what C's
-/// `nvme_log_err_passthru()` logs (the command's opcode, status and dwords 10 to 15): `name`
-/// is the disk's or the controller's, `kind` "Admin" or "I/O". Only when the user enabled
-/// it, so not rate limited.
-fn log_failed(name: fmt::Arguments<'_>, kind: &str, sqe: &Sqe, status: u16) {
-    let [cdw10, cdw11, cdw12, cdw13, cdw14, cdw15] = sqe.cdw10_15();
-    pr_err!(
-        "{}: {} Cmd({:#x}), error ({}) cdw10={:#x} cdw11={:#x} cdw12={:#x} cdw13={:#x} cdw14={:#x} cdw15={:#x}\n",
-        name,
-        kind,
-        sqe.opcode(),
-        cmd::StatusText(status),
-        cdw10,
-        cdw11,
-        cdw12,
-        cdw13,
-        cdw14,
-        cdw15
-    );
 }
 
 /// The completion of a driver-private request: its status field and result (dword 0 of the

@@ -64,8 +64,15 @@ impl Operations for NvmeOps {
             CtrlState::Resetting | CtrlState::Suspended => return Err(QueueError::new(rq, ENOMEM)),
             CtrlState::Dead => return Err(QueueError::new(rq, EIO)),
         }
-        ctrl.queues
-            .submit(ns.shape.addr(), rq, ctrl.faults.delivery(), is_last)
+        // A failed passthrough command is logged if the namespace's attribute says so.
+        let log_failure = rq.is_driver_private() && ns.passthru_err_log.load(Relaxed);
+        ctrl.queues.submit(
+            ns.shape.addr(),
+            rq,
+            log_failure,
+            ctrl.faults.delivery(),
+            is_last,
+        )
     }
 
     /// The dispatch ended before a request with `is_last`: write the doorbells that wait.

@@ -77,6 +77,9 @@ impl Unrung {
 #[derive(Clone, Copy)]
 pub(crate) struct Submission<'a> {
     pub(crate) ns: NsAddr,
+    /// A passthrough command (driver-private request) whose failure is logged: its
+    /// namespace's `passthru_err_log_enabled` is on.
+    pub(crate) log_failure: bool,
     pub(crate) delivery: Delivery,
     /// blk-mq has no more requests for this dispatch (`is_last`, C's `bd->last`): the doorbell
     /// is written. Otherwise the queue counts itself in `unrung` and waits.
@@ -291,6 +294,8 @@ struct Slot {
     sqe: Sqe,
     /// How many times it was sent again.
     retries: u32,
+    /// A failure of the command is logged (see [`Submission::log_failure`]).
+    log_failure: bool,
 }
 
 impl Slot {
@@ -303,6 +308,7 @@ impl Slot {
             lent: false,
             sqe: Sqe::default(),
             retries: 0,
+            log_failure: false,
         })
     }
 
@@ -478,6 +484,8 @@ type Done = Option<(ARef<Request<NvmeOps>>, Result)>;
 /// An I/O submission/completion queue pair.
 #[pin_data]
 pub(crate) struct IoQueue {
+    /// The index of the controller (`rnvme<index>`), for the log.
+    ctrl_index: u32,
     pub(crate) qid: u16,
     pub(crate) depth: u16,
     regs: Arc<Regs>,
@@ -503,6 +511,7 @@ impl IoQueue {
     pub(crate) fn new(
         dev: &device::Device<Bound>,
         regs: Arc<Regs>,
+        ctrl_index: u32,
         qid: u16,
         depth: u16,
         transfer: Transfer,
@@ -515,6 +524,7 @@ impl IoQueue {
         let dev = DmaDevice::new(dev)?;
         Arc::pin_init(
             try_pin_init!(Self {
+                ctrl_index,
                 qid,
                 depth,
                 regs,
@@ -597,7 +607,7 @@ impl IoQueue {
             Ok(cid) => cid,
             Err(refusal) => return Err(refusal.give_back(rq)),
         };
-        self.prepare(st, cid, how.ns, rq)?;
+        self.prepare(st, cid, &how, rq)?;
         st.occupy(cid, origin);
         self.stats.submitted.add(1, Relaxed);
         if how.delivery == Delivery::Lose {
@@ -630,7 +640,7 @@ impl IoQueue {
         }
     }
 
-    /// Build the command of `rq` (for namespace `ns`) into slot `cid`, claimed by
+    /// Build the command of `rq` (for the namespace of `how`) into slot `cid`, claimed by
     /// [`IoQueue::submit`], and hold the request there. On failure the slot is free again
     /// and the request handed back.
     #[inline]
@@ -638,7 +648,7 @@ impl IoQueue {
         &self,
         st: &mut QueueState,
         cid: u16,
-        ns: NsAddr,
+        how: &Submission<'_>,
         rq: ARef<Request<NvmeOps>>,
     ) -> Result<(), SubmitError> {
         let Ok(list) = self.lists.area(cid) else {
@@ -654,7 +664,7 @@ impl IoQueue {
             list,
             transfer: &self.transfer,
         };
-        match request::command(ns, &rq, dma) {
+        match request::command(how.ns, &rq, dma) {
             Ok(sqe) => slot.sqe = sqe,
             Err(e) => {
                 // Undoes a mapping made before the failure: the mapping's reference to the
@@ -664,6 +674,7 @@ impl IoQueue {
             }
         }
         slot.sqe.set_cid(cid);
+        slot.log_failure = how.log_failure;
         if slot.sqe.uses_sgl() {
             self.stats.sgl.add(1, Relaxed);
         }
@@ -735,12 +746,8 @@ impl IoQueue {
                 let status = request::end_status(&rq, &cqe.done);
                 // The slot keeps the command and its retry count after `take` (until the next
                 // submission into it, which this lock holds off).
-                if let (Err(e), false, Some(slot)) = (
-                    status,
-                    rq.is_driver_private(),
-                    st.slots.get(usize::from(cqe.cid)),
-                ) {
-                    self.log_error(&slot.sqe, cqe.done.status, slot.retries, e);
+                if status.is_err() || cqe.done.status != 0 {
+                    self.log_failure(st, &rq, cqe.cid, cqe.done.status, status);
                 }
                 *entry = Some((rq, status));
                 reaped.ended += 1;
@@ -754,6 +761,31 @@ impl IoQueue {
 
     /// Say which command failed and how (C's `nvme_log_error`), at most `ERROR_LINES_BURST`
     /// lines per `ERROR_LINES_INTERVAL` and queue.
+    /// Log the failure of the command in slot `cid`, of request `rq`, which completed with
+    /// `status` and ends with `ended`: a block request's (rate limited), or a passthrough
+    /// command's if its namespace logs them (`passthru_err_log_enabled`, as C's
+    /// `nvme_log_err_passthru()`: whichever way it came, ioctl or io_uring).
+    fn log_failure(
+        &self,
+        st: &QueueState,
+        rq: &Request<NvmeOps>,
+        cid: u16,
+        status: u16,
+        ended: Result,
+    ) {
+        let Some(slot) = st.slots.get(usize::from(cid)) else {
+            return;
+        };
+        match (ended, rq.is_driver_private()) {
+            (Err(e), false) => self.log_error(&slot.sqe, status, slot.retries, e),
+            (_, true) if slot.log_failure && status != 0 => {
+                let name = fmt!("rnvme{}n{}", self.ctrl_index, slot.sqe.nsid());
+                cmd::log_failed_passthrough(name, "I/O", &slot.sqe, status);
+            }
+            _ => {}
+        }
+    }
+
     fn log_error(&self, sqe: &Sqe, status: u16, retries: u32, e: Error) {
         if !self.error_lines.allow() {
             return;

@@ -259,11 +259,13 @@ impl QueueSet {
         &self,
         ns: NsAddr,
         rq: ARef<Request<NvmeOps>>,
+        log_failure: bool,
         delivery: Delivery,
         last: bool,
     ) -> Result<(), QueueError<NvmeOps>> {
         let how = Submission {
             ns,
+            log_failure,
             delivery,
             last,
             unrung: &self.unrung,

@@ -52,9 +52,16 @@ collect() {
     # without data, which it refuses: C would send it).
     local extra=()
     [[ ! -e $STATS ]] || extra=(--no-data-read)
+    # The disk's passthru_err_log_enabled on for that run: how many of its failed commands
+    # the kernel logs naming the disk with the controller's LBA Out of Range status (sc 0x80).
+    local disk=${ns#/dev/} logged
+    echo on >"/sys/block/$disk/passthru_err_log_enabled"
+    logged=$(dmesg | grep -cE "(^|[]:] )$disk: .*sc 0x80" || true)
     if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-0"; fi
     "$TOOLS/nvme_uring" "$gen" 1 $((lba + 4194304 / bs)) "${extra[@]}" >"$dir/uring.txt"
     if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-1"; fi
+    echo off >"/sys/block/$disk/passthru_err_log_enabled"
+    echo $(($(dmesg | grep -cE "(^|[]:] )$disk: .*sc 0x80" || true) - logged)) >"$dir/uring-errlog"
     "$TOOLS/nvme_uring" "$gen" 1 $((lba + 5242880 / bs)) --iopoll >"$dir/uring-poll.txt"
     if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-2"; fi
 }
@@ -252,6 +259,12 @@ test_nvme_uring_answers_like_c() {
     # Different from C, which sends it without a data pointer (the controller would write to
     # bus address 0).
     expect_eq "read without data" "$(line $R_DIR/uring.txt read_no_data)" "read_no_data res=EINVAL"
+    # With the disk's passthru_err_log_enabled on, the command that failed with LBA Out of
+    # Range is logged, naming the disk, as C logs it.
+    expect_eq "io_uring commands logged failing with LBA Out of Range by the C driver" \
+        "$(cat $C_DIR/uring-errlog)" 1
+    expect_eq "io_uring commands logged failing with LBA Out of Range, like C" \
+        "$(cat $R_DIR/uring-errlog)" "$(cat $C_DIR/uring-errlog)"
 }
 
 # The commands of an IORING_SETUP_IOPOLL ring go to the poll queue and are found by polling;
