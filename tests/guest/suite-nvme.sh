@@ -533,10 +533,13 @@ test_nvme_cpu_hotplug_overflow() {
     home=$next
     echo "CPU $off (home queue $home) goes offline; CPU 0's queue is ${homes[0]}"
     # That CPU offline: a deep load from CPU 0 overflows into the other queues, never into
-    # the offline CPU's queue.
+    # the offline CPU's queue. fio submits 16 at a time (one io_uring_enter, dispatched
+    # together), more than the home queue's 3 slots: one at a time, QEMU could answer each
+    # command before the next came, and the home queue never filled (seen once in a full run).
     echo 0 >$cpu/cpu$off/online
     before[$home]=$(qstat $home submitted)
     taskset -c 0 fio --name=off --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 \
+        --iodepth_batch_submit=16 --iodepth_batch_complete_min=8 \
         --rw=randwrite --bs=4k --size=16m --verify=crc32c --verify_fatal=1 --do_verify=1 \
         --output-format=terse >/tmp/fio.out 2>&1 || fail_msg="fio with CPU $off offline"
     echo 1 >$cpu/cpu$off/online
