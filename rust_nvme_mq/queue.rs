@@ -759,8 +759,6 @@ impl IoQueue {
         reaped
     }
 
-    /// Say which command failed and how (C's `nvme_log_error`), at most `ERROR_LINES_BURST`
-    /// lines per `ERROR_LINES_INTERVAL` and queue.
     /// Log the failure of the command in slot `cid`, of request `rq`, which completed with
     /// `status` and ends with `ended`: a block request's (rate limited), or a passthrough
     /// command's if its namespace logs them (`passthru_err_log_enabled`, as C's
@@ -786,6 +784,8 @@ impl IoQueue {
         }
     }
 
+    /// Say which command failed and how (C's `nvme_log_error`), at most `ERROR_LINES_BURST`
+    /// lines per `ERROR_LINES_INTERVAL` and queue.
     fn log_error(&self, sqe: &Sqe, status: u16, retries: u32, e: Error) {
         if !self.error_lines.allow() {
             return;

@@ -55,13 +55,14 @@ collect() {
     # The disk's passthru_err_log_enabled on for that run: how many of its failed commands
     # the kernel logs naming the disk with the controller's LBA Out of Range status (sc 0x80).
     local disk=${ns#/dev/} logged
+    lba_errors_logged() { dmesg | grep -cE "(^|[]:] )$disk: .*sc 0x80" || true; }
     echo on >"/sys/block/$disk/passthru_err_log_enabled"
-    logged=$(dmesg | grep -cE "(^|[]:] )$disk: .*sc 0x80" || true)
+    logged=$(lba_errors_logged)
     if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-0"; fi
     "$TOOLS/nvme_uring" "$gen" 1 $((lba + 4194304 / bs)) "${extra[@]}" >"$dir/uring.txt"
     if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-1"; fi
     echo off >"/sys/block/$disk/passthru_err_log_enabled"
-    echo $(($(dmesg | grep -cE "(^|[]:] )$disk: .*sc 0x80" || true) - logged)) >"$dir/uring-errlog"
+    echo $(($(lba_errors_logged) - logged)) >"$dir/uring-errlog"
     "$TOOLS/nvme_uring" "$gen" 1 $((lba + 5242880 / bs)) --iopoll >"$dir/uring-poll.txt"
     if [[ -e $STATS ]]; then sum_col polled >"$dir/polled-2"; fi
 }
