@@ -591,6 +591,29 @@ fn request_admin_irq(
     )
 }
 
+/// Trade the admin queue's lone vector for one per interrupt-driven queue, then gather the
+/// allocated queues into the set the block layer maps CPUs onto.
+fn queue_set(
+    pdev: &pci::Device<Core<'_>>,
+    admin_irq: Devres<pci::IrqHandlers<CqIrq>>,
+    Allocated { queues, want }: Allocated,
+    params: &Params,
+    admin_work: &Arc<AdminWork>,
+) -> Result<(QueueSet, Devres<pci::IrqHandlers<CqIrq>>)> {
+    let nr_poll = params.poll_queues as usize;
+    pdev.free_irq_handlers(admin_irq)?;
+    let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll], admin_work)?;
+    let set = QueueSet::new(
+        queues,
+        nr_poll,
+        irqs.access(pdev.as_ref())?,
+        want,
+        params.overflow,
+        params.overflow_scan,
+    )?;
+    Ok((set, irqs))
+}
+
 /// One interrupt handler per MSI-X vector, each reaping the completion queues assigned to it.
 /// Vector 0 (admin queue) is not spread; the I/O queues' vectors follow the CPUs.
 fn request_irqs(
@@ -688,7 +711,7 @@ impl NvmeDevice {
         let mut info = CtrlInfo::identify(&mut admin, &regs, params.sgl_threshold)?;
         info.bogus_nid = module_parameters::bogus_nid_quirk.value() && reports_bogus_nids(pdev);
         let index = CtrlIndex::take()?;
-        let Allocated { queues, want } = alloc_io_queues(
+        let allocated = alloc_io_queues(
             pdev,
             &regs,
             &mut admin,
@@ -697,17 +720,7 @@ impl NvmeDevice {
             depth,
             info.transfer,
         )?;
-        let nr_poll = params.poll_queues as usize;
-        pdev.free_irq_handlers(admin_irq)?;
-        let irqs = request_irqs(pdev, &queues[..queues.len() - nr_poll], &admin_work)?;
-        let queues = QueueSet::new(
-            queues,
-            nr_poll,
-            irqs.access(dev)?,
-            want,
-            params.overflow,
-            params.overflow_scan,
-        )?;
+        let (queues, irqs) = queue_set(pdev, admin_irq, allocated, &params, &admin_work)?;
         let ctrl = Ctrl::new(
             dev,
             index.0,
