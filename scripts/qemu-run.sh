@@ -91,7 +91,8 @@ if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repea
   --init-deadline S   wall-clock limit for the kernel to start /init, seen as the console line
                       "$INIT_MARKER" of this project's initramfs (default: none). A kernel
                       that stops early in boot is then ended within S seconds, not at --timeout
-  --log FILE          console log (default: a temporary file, deleted at exit)
+  --log FILE          console log (default: a temporary file, deleted at exit); the guest's
+                      second serial port (ttyS1) is written to FILE.results
   --trace EVENTS      enable QEMU's trace events EVENTS (comma-separated names or patterns,
                       see '$QEMU_BIN -trace help'; e.g. pci_nvme_del_sq,pci_nvme_mmio_shutdown_set)
                       and write them to FILE.trace next to the --log FILE (needs --log), one
@@ -309,6 +310,10 @@ else
     mkdir -p "$(dirname "$LOG")"; KEEP_LOG=1
 fi
 : >"$LOG"
+# The guest's second serial port (ttyS1) goes to LOG.results: the test suites write their
+# PASS/FAIL reports there as well (tests/guest/lib.sh), where no kernel output can split them.
+rm -f "$LOG.results"
+QEMU+=(-serial "file:$LOG.results")
 
 # QEMU runs under `timeout` (which enforces the deadline even if this script is killed), writes the
 # console to the log file, and `tail` follows the file to stdout until QEMU is gone.
@@ -339,7 +344,7 @@ cleanup() {
     if [[ -n "$HMP_SOCK" ]]; then rm -f "$HMP_SOCK"; fi
     if [[ -n "$NO_INIT_FLAG" ]]; then rm -f "$NO_INIT_FLAG"; fi
     if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
-    [[ "$KEEP_LOG" == 1 ]] || rm -f "$LOG"
+    [[ "$KEEP_LOG" == 1 ]] || rm -f "$LOG" "$LOG.results"
     exit "$rc"
 }
 trap cleanup EXIT

@@ -22,9 +22,10 @@ known QEMU faults that were retried, a breakdown "drivers: N passed, N failed; C
 Exits non-zero if any test failed.
 
 Each guest boot runs one suite of tests/guest/; its plan is the suite's "t NAME" and
-"t_kernel_clean NAME" lines (those under the boot's mode in a "case" of modes). A planned test
-with no PASS/FAIL line on the console fails: the guest crashed or hung during it (the console's
-tail is shown) or before it, or console output split its line. A test also fails when the
+"t_kernel_clean NAME" lines (those under the boot's mode in a "case" of modes). The guest writes
+each PASS/FAIL line to the console and to its second serial port (out/logs/BOOT.log.results),
+which the kernel never writes to; the host reads them there. A planned test with no PASS/FAIL
+line fails: the guest crashed or hung during it (the console's tail is shown) or before it. A test also fails when the
 kernel logged a report (BUG:, WARNING:, Oops, lockdep, KASAN, hung task, ...) while it ran
 (tests/guest/lib.sh), or late, before it settled; a report after a suite's last test (its
 last module unloads, the power-off) fails <boot>_shutdown_clean. A boot that ended badly with every test reported fails as
@@ -39,7 +40,7 @@ The breakdown counts each test by its name (a debug_ prefix aside):
                tests named c_* or *_c_reference
   harness      checks of the test machinery itself: host_setup, build_kernels_and_modules,
                the tests of tests/host/ that check scripts (host_deps, cli, cold_path,
-               boot_deadline), guest_*_ran, guest_*_first_boot, guest_*_plan,
+               boot_deadline), guest_*_ran, guest_*_first_boot, guest_*_plan, guest_*_results_port,
                guest_*_exit_status, boot_to_init and the guest tests named harness_*
   drivers      every other test: rust_pmem and rust_nvme_mq (their guest tests, kernel-log
                checks after them, the controller's view of their shutdown in QEMU's trace,
@@ -91,7 +92,7 @@ kind_of() {
     if [[ $HARNESS_SCRIPT == 1 ]]; then echo harness; return; fi
     case "$n" in
         c_*|*_c_reference) echo c_reference ;;
-        host_setup|build_kernels_and_modules|guest_*_ran|guest_*_first_boot|guest_*_plan|guest_*_exit_status|boot_to_init|harness_*) echo harness ;;
+        host_setup|build_kernels_and_modules|guest_*_ran|guest_*_first_boot|guest_*_plan|guest_*_results_port|guest_*_exit_status|boot_to_init|harness_*) echo harness ;;
         *) echo drivers ;;
     esac
 }
@@ -111,6 +112,12 @@ console_lines() {
         }
         { print }
         END { if (held != "") { print held; print kmsg } }'
+}
+# report_lines LOG: the tests' reports of a boot: those the guest wrote to its results port
+# (LOG.results, tests/guest/lib.sh's report), where no kernel output interleaves; else (a boot
+# that wrote none there) those of its console.
+report_lines() {
+    if [[ -s $1.results ]]; then tr -d '\r' <"$1.results"; else console_lines "$1"; fi
 }
 result() { # PASS|FAIL NAME
     local kind
@@ -270,17 +277,23 @@ boot() {
         fi
         tr -d '\r' <"$LOGS/$name.log" | tail -n 4 | sed 's/^/    | /'
         mv "$LOGS/$name.log" "$LOGS/$name.attempt1.log"
+        mv -f "$LOGS/$name.log.results" "$LOGS/$name.attempt1.log.results" 2>/dev/null || true
         mv "$LOGS/$name.stderr" "$LOGS/$name.attempt1.stderr"
     done
     local lines plan test verdict first_missing=1 tail_shown=0
     local -A reported=() planned=()
     touch "$LOGS/$name.log"
     plan=$(suite_plan "${*: -1}")
-    lines=$(console_lines "$LOGS/$name.log" | grep -aE '^(PASS|FAIL) [a-z0-9_]+$' || true)
+    lines=$(report_lines "$LOGS/$name.log" | grep -aE '^(PASS|FAIL) [a-z0-9_]+$' || true)
     if [[ -z "$lines" && -z "$plan" ]]; then
         result FAIL "guest_${name}_ran"
         tail -n 30 "$LOGS/$name.stderr" "$LOGS/$name.log" | sed 's/^/    | /'
         return
+    fi
+    if [[ -n $plan && ! -s $LOGS/$name.log.results ]] &&
+        console_lines "$LOGS/$name.log" | grep -qaE '^(PASS|FAIL) [a-z0-9_]+$'; then
+        result FAIL "guest_${name}_results_port"
+        echo "    | the guest printed its reports on the console but none on its results port (ttyS1, $LOGS/$name.log.results): they were read from the console, where kernel output can split them"
     fi
     for test in $plan; do planned[$test]=1; done
     while read -r verdict test; do
@@ -288,7 +301,7 @@ boot() {
         reported[$test]=1
         result "$verdict" "$PREFIX$test"
         if [[ $verdict == FAIL ]]; then
-            console_lines "$LOGS/$name.log" | sed -n "/^FAIL $test\$/,/^\(PASS\|FAIL\) /p" |
+            report_lines "$LOGS/$name.log" | sed -n "/^FAIL $test\$/,/^\(PASS\|FAIL\) /p" |
                 grep '^    |' || true
         fi
     done <<<"$lines"
@@ -298,7 +311,7 @@ boot() {
         missing=$((missing + 1))
         result FAIL "$PREFIX$test"
         if [[ $rc == 0 ]]; then
-            echo "    | no PASS/FAIL line for this test on the console of boot $name (the suite skipped it, or console output split the line)"
+            echo "    | no PASS/FAIL line for this test from boot $name: the suite skipped it$([[ -s $LOGS/$name.log.results ]] || echo ", or console output split the line (the boot wrote no $LOGS/$name.log.results)")"
         elif [[ $first_missing == 1 ]]; then
             echo "    | no PASS/FAIL line: boot $name ended (exit $rc) during this test"
             crash_reports "$LOGS/$name.log" | head -n 8 | sed 's/^/    | kernel: /'

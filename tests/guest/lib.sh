@@ -26,8 +26,7 @@ run_test() {
     local name=$1 func=$2 rc start reports out=/tmp/test.$BASHPID.out
     [[ -z ${RBLK_ONLY:-} || " $RBLK_ONLY " == *" $name "* ]] || return 0
     if ! declare -F "$func" >/dev/null; then
-        echo "FAIL $name"
-        echo "    | no function $func: define it in the suite, or fix the name after t"
+        report "FAIL $name" "    | no function $func: define it in the suite, or fix the name after t"
         return 0
     fi
     RBLK_TEST_N=$((RBLK_TEST_N + 1))
@@ -45,11 +44,21 @@ run_test() {
         rc=1
     fi
     if [[ $rc == 0 ]]; then
-        echo "PASS $name"
+        report "PASS $name"
     else
-        echo "FAIL $name"
-        tail -n 25 "$out" | sed 's/^/    | /'
+        report "FAIL $name" "$(tail -n 25 "$out" | sed 's/^/    | /')"
     fi
+}
+
+# report LINE [DETAILS]: a test's report, on the console and on the results port
+# (RBLK_RESULTS, the second serial port: scripts/qemu-run.sh writes it to LOG.results). The
+# kernel writes to the console only, so there its messages can land inside a report line (a
+# debug kernel's loglevel=8); the host reads the reports from the results port.
+RBLK_RESULTS=${RBLK_RESULTS-/dev/ttyS1}
+report() {
+    printf '%s\n' "$@"
+    [[ -n $RBLK_RESULTS ]] || return 0
+    printf '%s\n' "$@" 2>/dev/null >>"$RBLK_RESULTS" || true
 }
 
 # test_settle OUT: before a test's kernel-log window closes, let what the test set going finish,
@@ -100,7 +109,7 @@ test_harness_kernel_report_fails_its_test() {
         # Each pair's windows open at a mark of its own (the outer shell does not see the end
         # marks of the inner tests, which run in this subshell).
         out=$(echo "rblk-selftest $warn" >/dev/kmsg
-              RBLK_LAST_END="rblk-selftest $warn" RBLK_ONLY= RBLK_SELFTEST_INNER=1
+              RBLK_LAST_END="rblk-selftest $warn" RBLK_ONLY= RBLK_SELFTEST_INNER=1 RBLK_RESULTS=
               run_test harness_selftest_inner $warn
               run_test harness_selftest_next selftest_quiet)
         echo "$out"
