@@ -25,9 +25,9 @@ Each guest boot runs one suite of tests/guest/; its plan is the suite's "t NAME"
 "t_kernel_clean NAME" lines (those under the boot's mode in a "case" of modes). The guest writes
 each PASS/FAIL line to the console and to its second serial port (out/logs/BOOT.log.results),
 which the kernel never writes to; the host reads them there. A planned test with no PASS/FAIL
-line fails: the guest crashed or hung during it (the console's tail is shown) or before it. A test also fails when the
-kernel logged a report (BUG:, WARNING:, Oops, lockdep, KASAN, hung task, ...) while it ran
-(tests/guest/lib.sh), or late, before it settled; a report after a suite's last test (its
+line fails: the guest crashed or hung during it (the console's tail is shown) or before it.
+A test also fails when the kernel logged a report (BUG:, WARNING:, Oops, lockdep, KASAN, hung
+task, ...) while it ran (tests/guest/lib.sh), or late, before it settled; a report after a suite's last test (its
 last module unloads, the power-off) fails <boot>_shutdown_clean. A boot that ended badly with every test reported fails as
 guest_<boot>_exit_status, or as <boot>_kernel_crash_after_tests when the console shows a kernel
 report after /init. A boot is retried once after a known fault below the project's code: a
@@ -40,8 +40,8 @@ The breakdown counts each test by its name (a debug_ prefix aside):
                tests named c_* or *_c_reference
   harness      checks of the test machinery itself: host_setup, build_kernels_and_modules,
                the tests of tests/host/ that check scripts (host_deps, cli, cold_path,
-               boot_deadline), guest_*_ran, guest_*_first_boot, guest_*_plan, guest_*_results_port,
-               guest_*_exit_status, boot_to_init and the guest tests named harness_*
+               boot_deadline), guest_*_ran, guest_*_first_boot, guest_*_plan,
+               guest_*_results_port, guest_*_exit_status, boot_to_init and the guest tests named harness_*
   drivers      every other test: rust_pmem and rust_nvme_mq (their guest tests, kernel-log
                checks after them, the controller's view of their shutdown in QEMU's trace,
                rustfmt/clippy over their code)
@@ -113,6 +113,8 @@ console_lines() {
         { print }
         END { if (held != "") { print held; print kmsg } }'
 }
+# A test's report line, as tests/guest/lib.sh's report prints it.
+REPORT_LINE='^(PASS|FAIL) [a-z0-9_]+$'
 # report_lines LOG: the tests' reports of a boot: those the guest wrote to its results port
 # (LOG.results, tests/guest/lib.sh's report), where no kernel output interleaves; else (a boot
 # that wrote none there) those of its console.
@@ -284,14 +286,14 @@ boot() {
     local -A reported=() planned=()
     touch "$LOGS/$name.log"
     plan=$(suite_plan "${*: -1}")
-    lines=$(report_lines "$LOGS/$name.log" | grep -aE '^(PASS|FAIL) [a-z0-9_]+$' || true)
+    lines=$(report_lines "$LOGS/$name.log" | grep -aE "$REPORT_LINE" || true)
     if [[ -z "$lines" && -z "$plan" ]]; then
         result FAIL "guest_${name}_ran"
         tail -n 30 "$LOGS/$name.stderr" "$LOGS/$name.log" | sed 's/^/    | /'
         return
     fi
     if [[ -n $plan && ! -s $LOGS/$name.log.results ]] &&
-        console_lines "$LOGS/$name.log" | grep -qaE '^(PASS|FAIL) [a-z0-9_]+$'; then
+        console_lines "$LOGS/$name.log" | grep -qaE "$REPORT_LINE"; then
         result FAIL "guest_${name}_results_port"
         echo "    | the guest printed its reports on the console but none on its results port (ttyS1, $LOGS/$name.log.results): they were read from the console, where kernel output can split them"
     fi
