@@ -14,7 +14,7 @@
 #                   only honours it as a command-line variable)
 
 KDIR ?= $(shell scripts/build-kernel.sh --print-dir 2>/dev/null)
-LLVM ?= -19
+LLVM ?= $(shell sed -n "s/^RBLK_LLVM=//p" scripts/lib.sh)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 .PHONY: all modules kernel run test test-debug bench rustfmt rustfmtcheck clean

@@ -8,7 +8,7 @@ usage() {
     cat <<USAGE
 Usage: $0 [--builtin | --debug] [--configure-only] [--print-dir] [--help]
 
-Builds bzImage and modules with LLVM=-19 into a cache outside the checkout and prints the build
+Builds bzImage and modules with LLVM=$RBLK_LLVM into a cache outside the checkout and prints the build
 directory on the last line of stdout.
 
   --print-dir print the build directory (no building) and exit
@@ -51,6 +51,7 @@ JOBS=${JOBS:-$(nproc)}
 log() { echo "build-kernel: $*" >&2; }
 [[ $BUILTIN == 0 || $DEBUG == 0 ]] || usage_error "--builtin and --debug are separate variants; choose one"
 
+
 FRAG="$TOP/kernel/config.fragment"
 DEBUG_FRAG="$TOP/kernel/config.debug.fragment"
 fragments() { # the fragment files of this variant, in order
@@ -59,7 +60,7 @@ fragments() { # the fragment files of this variant, in order
 }
 build_dir() { # VERSION
     local d
-    d="$CACHE/build/$1-$(fragments | xargs cat | sha256sum | cut -c1-12)"
+    d="$CACHE/build/$1-$( (fragments | xargs cat; echo "LLVM=$RBLK_LLVM") | sha256sum | cut -c1-12)"
     [[ $BUILTIN == 1 ]] && d="$d-builtin"
     [[ $DEBUG == 1 ]] && d="$d-debug"
     echo "$d"
@@ -73,6 +74,15 @@ if [[ $PRINT_DIR == 1 ]]; then
     build_dir "$(make -s -C "$src" kernelversion)"
     exit 0
 fi
+
+# CONFIG_RUST_INLINE_HELPERS links the C helpers' bitcode into the Rust code: clang and rustc
+# must share one LLVM major version, or the link fails far into the build.
+rustc_llvm=$(rustc -vV 2>/dev/null | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+[[ "-$rustc_llvm" == "$RBLK_LLVM" ]] ||
+    die "rustc's LLVM is '${rustc_llvm:-unknown}' (rustc -vV) but the kernel is built with" \
+        "LLVM=$RBLK_LLVM: set RBLK_LLVM in scripts/lib.sh to rustc's LLVM major version"
+command -v "clang$RBLK_LLVM" >/dev/null ||
+    die "clang$RBLK_LLVM is not installed: run scripts/setup-host.sh"
 
 # One build at a time per patched tree: concurrent runs (make test while a developer rebuilds)
 # would corrupt each other's objects. The debug variant has its own tree and lock, so its long
@@ -143,7 +153,7 @@ if [[ ! -d "$BUILD" ]]; then
     fi
 fi
 mkdir -p "$BUILD"
-MAKE=(make -s -C "$TREE" O="$BUILD" LLVM=-19 -j"$JOBS")
+MAKE=(make -s -C "$TREE" O="$BUILD" LLVM="$RBLK_LLVM" -j"$JOBS")
 
 want_config() {
     # Print the fragment's settings, plus the built-in drivers for the --builtin variant.
@@ -189,7 +199,7 @@ fi
 # 3. Build, with progress on stderr.
 log "building in $BUILD (log: $BUILD/build.log)"
 start=$(date +%s)
-make -C "$TREE" O="$BUILD" LLVM=-19 -j"$JOBS" bzImage modules >"$BUILD/build.log" 2>&1 &
+make -C "$TREE" O="$BUILD" LLVM="$RBLK_LLVM" -j"$JOBS" bzImage modules >"$BUILD/build.log" 2>&1 &
 pid=$!
 # Progress: one line a minute with the number of build steps done so far.
 while kill -0 "$pid" 2>/dev/null; do

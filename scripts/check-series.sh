@@ -75,7 +75,7 @@ if [[ ! -f "$BUILD/.config" ]]; then
     cp "$main/.config" "$BUILD/.config"
 fi
 "$TREE/scripts/config" --file "$BUILD/.config" "${EXTRA[@]}" --disable RUST_KERNEL_DOCTESTS
-MAKE=(make -s -C "$TREE" O="$BUILD" LLVM=-19 -j"$JOBS" KRUSTFLAGS=-Dwarnings)
+MAKE=(make -s -C "$TREE" O="$BUILD" LLVM="$RBLK_LLVM" -j"$JOBS" KRUSTFLAGS=-Dwarnings)
 "${MAKE[@]}" olddefconfig >"$BUILD/check-series-config.log" 2>&1 ||
     die "make olddefconfig failed in $BUILD (log: $BUILD/check-series-config.log)"
 grep -qx CONFIG_SAMPLE_RUST_MISC_DEVICE=m "$BUILD/.config" ||

@@ -14,6 +14,12 @@
 #   help_or_no_args "$@"   for a script without arguments: --help prints the usage, exit 0;
 #                          anything else is a usage error
 
+# The LLVM toolchain the kernel and the modules are built with (make LLVM=$RBLK_LLVM): the
+# major version of rustc's own LLVM, so that CONFIG_RUST_INLINE_HELPERS can inline the kernel's
+# C helpers into Rust code (both sides' bitcode must come from one LLVM). build-kernel.sh checks
+# the two agree; setup-host.sh installs clang$RBLK_LLVM, lld$RBLK_LLVM and llvm$RBLK_LLVM.
+RBLK_LLVM=-22
+
 # The script's name in messages: build-kernel for scripts/build-kernel.sh.
 PROG=${0##*/}
 PROG=${PROG%.sh}

@@ -57,7 +57,7 @@ HOST_ETC_FILES=(mke2fs.conf)
 # in the guest (the C driver's /dev/disk/by-id links, compared with rust_nvme_mq's).
 HOST_DATA_FILES=(/usr/lib/udev/rules.d/60-persistent-storage.rules)
 BUSYBOX_BIN=${RBLK_BUSYBOX:-/bin/busybox}
-LLVM_SUFFIX=-19                      # the kernel is built with LLVM=-19 (scripts/build-kernel.sh)
+LLVM_SUFFIX=$RBLK_LLVM                # the kernel is built with LLVM=$RBLK_LLVM (scripts/lib.sh)
 GZIP_LEVEL_BASE=6                    # userland part: built rarely, cached
 GZIP_LEVEL_RUN=6                     # per-run part: small
 CACHE_DIR="${RBLK_CACHE:-/var/cache/rust-blk}/initramfs"

@@ -34,7 +34,7 @@ else
 fi
 
 cp -a "$TOP/Kbuild" "$TOP"/*.rs "$TOP/rust_nvme_mq" "$tmp/"
-if make -C "$KDIR" M="$tmp" LLVM=-19 CLIPPY=1 modules >"$tmp/clippy.out" 2>&1 \
+if make -C "$KDIR" M="$tmp" LLVM="$RBLK_LLVM" CLIPPY=1 modules >"$tmp/clippy.out" 2>&1 \
     && ! grep -qE '^(warning|error)' "$tmp/clippy.out"; then
     echo "PASS drivers_clippy_clean"
 else
