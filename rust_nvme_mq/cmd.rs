@@ -751,9 +751,19 @@ pub(crate) const SC_HOST_PATH_ERROR: u16 = 0x370;
 /// Map an NVMe completion status field (without the phase tag) to the error the block layer
 /// reports, the way C's `nvme_error_status` (7.3) does: the errno of the `BLK_STS_*` C picks
 /// (`blk_status_to_errno`). The retry bits (DNR, More, CRD) do not change the mapping.
+/// Success is tested inline, on every completion; the errors are matched out of line.
+#[inline]
 pub(crate) fn status_to_result(status: u16) -> Result {
-    Err(match status & STATUS_SCT_SC_MASK {
-        SC_SUCCESS => return Ok(()),
+    if status & STATUS_SCT_SC_MASK == SC_SUCCESS {
+        return Ok(());
+    }
+    Err(status_error(status))
+}
+
+/// The error of a failed completion's status field (see [`status_to_result`]).
+#[cold]
+fn status_error(status: u16) -> Error {
+    match status & STATUS_SCT_SC_MASK {
         // BLK_STS_NOSPC
         SC_CAP_EXCEEDED => ENOSPC,
         // BLK_STS_TARGET
@@ -774,7 +784,7 @@ pub(crate) fn status_to_result(status: u16) -> Result {
         SC_ZONE_TOO_MANY_OPEN => ETOOMANYREFS,
         // BLK_STS_IOERR
         _ => EIO,
-    })
+    }
 }
 
 /// The size and format of a namespace, from its Identify Namespace data.

@@ -824,7 +824,8 @@ impl IoQueue {
                 let batch = self.reap_batch(&mut done);
                 total.consumed |= batch.consumed;
                 total.ended += batch.ended;
-                for (rq, status) in done.iter_mut().filter_map(Option::take) {
+                // Entries past `ended` were never filled.
+                for (rq, status) in done.iter_mut().take(batch.ended).filter_map(Option::take) {
                     self.stats.completed.add(1, Relaxed);
                     // The slot held the only reference, so ending fails only while a timeout
                     // handler holds one too, for an instant (see `NvmeOps::timeout`).
@@ -925,15 +926,22 @@ impl IoQueue {
     }
 
     /// End or requeue the deferred requests whose timeout handler let them go. Called by every
-    /// reap, and by the timeout handler after it dropped its reference.
+    /// reap, and by the timeout handler after it dropped its reference. The test is inlined
+    /// (every reap makes it); the list is worked off out of line.
+    #[inline]
     pub(crate) fn finish_deferred(&self) {
         // Read with a fully ordered operation, as `push_deferred` counts: a timeout handler
         // drops its reference, then calls this. If it reads 0, the CPU that defers the
         // request counts it later, and then (ordered after that count) retries the end
         // itself, which sees the dropped reference.
-        if self.deferred.fetch_add(0, Full) == 0 {
-            return;
+        if self.deferred.fetch_add(0, Full) != 0 {
+            self.finish_each_deferred();
         }
+    }
+
+    /// [`IoQueue::finish_deferred`] when requests are deferred.
+    #[inline(never)]
+    fn finish_each_deferred(&self) {
         loop {
             let Some((rq, what)) = self.take_deferred() else {
                 return;
