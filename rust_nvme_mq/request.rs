@@ -85,8 +85,12 @@ pub(crate) struct SlotDma<'a> {
 /// The command for `rq` on namespace `ns`, mapping its data into the slot's mappings (undone
 /// by the slot when the command is gone, or when this fails).
 pub(crate) fn command(ns: NsAddr, rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> Result<Sqe> {
-    let lba = rq.sector() >> (ns.lba_shift - SECTOR_SHIFT);
-    let blocks = rq.bytes() >> ns.lba_shift;
+    // `lba_shift` is within SECTOR_SHIFT..=PAGE_SHIFT (checked when the namespace is
+    // identified), so neither form wraps: they only spare every request the overflow checks.
+    let lba = rq
+        .sector()
+        .wrapping_shr(ns.lba_shift.wrapping_sub(SECTOR_SHIFT));
+    let blocks = rq.bytes().wrapping_shr(ns.lba_shift);
     let command = rq.command();
     if blocks == 0 && !matches!(command, Command::Flush | Command::Other(_)) {
         return Err(EINVAL);
