@@ -651,17 +651,14 @@ impl IoQueue {
         how: &Submission<'_>,
         rq: ARef<Request<NvmeOps>>,
     ) -> Result<(), SubmitError> {
-        let Ok(list) = self.lists.area(cid) else {
-            st.release(cid);
-            return Err(SubmitError::Failed(rq, EIO));
-        };
         let Some(slot) = st.slots.get_mut(usize::from(cid)) else {
             return Err(SubmitError::Failed(rq, EIO));
         };
         let dma = SlotDma {
             dev: &self.dev,
             maps: &mut slot.maps,
-            list,
+            lists: &self.lists,
+            cid,
             transfer: &self.transfer,
         };
         match request::command(how.ns, &rq, dma) {

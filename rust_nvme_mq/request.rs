@@ -9,7 +9,7 @@ use crate::{
     cmd::{self, SglDesc, Sqe},
     prp::{build_prps, two_page_prps, PRP_LIST_ENTRIES},
     sgl::build_sgl,
-    transfer::{ListArea, Transfer, MAX_SEGMENTS},
+    transfer::{ListArea, SlotLists, Transfer, MAX_SEGMENTS},
 };
 use kernel::{
     block::{
@@ -77,9 +77,19 @@ pub(crate) struct SlotDma<'a> {
     /// The device the data is mapped for.
     pub(crate) dev: &'a DmaDevice,
     pub(crate) maps: &'a mut DmaMapping<NvmeOps>,
-    pub(crate) list: ListArea<'a>,
+    /// The list areas of the queue's slots, and the slot's command id.
+    pub(crate) lists: &'a SlotLists,
+    pub(crate) cid: u16,
     /// How the controller takes data.
     pub(crate) transfer: &'a Transfer,
+}
+
+impl SlotDma<'_> {
+    /// The slot's list area, looked up only by the commands that use one (a read or write of
+    /// at most two pages needs none).
+    fn list(&self) -> Result<ListArea<'_>> {
+        self.lists.area(self.cid)
+    }
 }
 
 /// The command for `rq` on namespace `ns`, mapping its data into the slot's mappings (undone
@@ -121,10 +131,11 @@ pub(crate) fn command(ns: NsAddr, rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> R
 fn discard(nsid: u32, slot: &SlotDma<'_>, lba: u64, blocks: u32) -> Result<Sqe> {
     // Context attributes and length in blocks, then the starting LBA.
     let [attributes_and_length, start] = cmd::dsm_range(lba, blocks);
-    slot.list.write(0, attributes_and_length)?;
-    slot.list.write(1, start)?;
+    let list = slot.list()?;
+    list.write(0, attributes_and_length)?;
+    list.write(1, start)?;
     Ok(Sqe::new(cmd::NVM_DSM, nsid)
-        .prps(slot.list.addr, 0)
+        .prps(list.addr, 0)
         .cdw10(0)
         .cdw11(cmd::DSM_DEALLOCATE))
 }
@@ -154,7 +165,6 @@ impl DataPtr {
 /// request as one range). The mapping fails once the controller has started to unbind.
 fn map_data(rq: &Request<NvmeOps>, slot: SlotDma<'_>, user: bool) -> Result<DataPtr> {
     slot.dev.map(slot.maps, rq).map_err(|_| EIO)?;
-    let list = &slot.list;
     let maps = &*slot.maps;
     let transfer = slot.transfer;
     let mut segs = maps.segments();
@@ -172,6 +182,7 @@ fn map_data(rq: &Request<NvmeOps>, slot: SlotDma<'_>, user: bool) -> Result<Data
         if let Some((prp1, prp2)) = one.and_then(|(addr, len)| two_page_prps(addr, len)) {
             return Ok(DataPtr::Prps(prp1, prp2));
         }
+        let list = slot.list()?;
         let put = |i, entry| list.write(i, entry);
         match build_prps(maps.segments(), put, PRP_LIST_ENTRIES, list.addr) {
             Ok(prps) => return Ok(DataPtr::Prps(prps.prp1, prps.prp2)),
@@ -180,6 +191,7 @@ fn map_data(rq: &Request<NvmeOps>, slot: SlotDma<'_>, user: bool) -> Result<Data
             Err(e) => return Err(e),
         }
     }
+    let list = slot.list()?;
     let put = |i, desc| list.write_desc(i, desc);
     Ok(DataPtr::Sgl(build_sgl(
         maps.segments(),
