@@ -8,8 +8,8 @@ usage() {
     cat <<USAGE
 Usage: $0 [--builtin | --debug] [--configure-only] [--print-dir] [--help]
 
-Builds bzImage and modules with LLVM=$RBLK_LLVM into a cache outside the checkout and prints the build
-directory on the last line of stdout.
+Builds bzImage and modules with LLVM=$RBLK_LLVM (scripts/lib.sh) into a cache outside the
+checkout and prints the build directory on the last line of stdout.
 
   --print-dir print the build directory (no building) and exit
   --builtin   build the variant with rust_pmem and rust_nvme_mq built into the kernel
@@ -50,7 +50,6 @@ export PATH="$HOME/.cargo/bin:$PATH"
 JOBS=${JOBS:-$(nproc)}
 log() { echo "build-kernel: $*" >&2; }
 [[ $BUILTIN == 0 || $DEBUG == 0 ]] || usage_error "--builtin and --debug are separate variants; choose one"
-
 
 FRAG="$TOP/kernel/config.fragment"
 DEBUG_FRAG="$TOP/kernel/config.debug.fragment"

@@ -57,7 +57,6 @@ HOST_ETC_FILES=(mke2fs.conf)
 # in the guest (the C driver's /dev/disk/by-id links, compared with rust_nvme_mq's).
 HOST_DATA_FILES=(/usr/lib/udev/rules.d/60-persistent-storage.rules)
 BUSYBOX_BIN=${RBLK_BUSYBOX:-/bin/busybox}
-LLVM_SUFFIX=$RBLK_LLVM                # the kernel is built with LLVM=$RBLK_LLVM (scripts/lib.sh)
 GZIP_LEVEL_BASE=6                    # userland part: built rarely, cached
 GZIP_LEVEL_RUN=6                     # per-run part: small
 CACHE_DIR="${RBLK_CACHE:-/var/cache/rust-blk}/initramfs"
@@ -277,7 +276,7 @@ S="$WORK/run"
 mkdir -p "$S"
 if grep -q '^CONFIG_MODULES=y' "$BUILD/.config"; then
     [[ -f "$BUILD/modules.order" ]] || die "$BUILD/modules.order missing (modules not built?)"
-    make -s -C "$BUILD" modules_install INSTALL_MOD_PATH="$S" INSTALL_MOD_STRIP=1 LLVM="$LLVM_SUFFIX" \
+    make -s -C "$BUILD" modules_install INSTALL_MOD_PATH="$S" INSTALL_MOD_STRIP=1 LLVM="$RBLK_LLVM" \
         DEPMOD=/bin/true >"$WORK/modinst.log" 2>&1 ||
         { cat "$WORK/modinst.log" >&2; die "modules_install failed"; }
     # Newer kbuild may install under usr/lib/modules (KERNEL_MODULE_DIRECTORY); depmod wants lib/.

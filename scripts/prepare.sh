@@ -75,7 +75,8 @@ modules_for() {
         rsync -a --delete --exclude=/out/ --exclude=/.git/ --include='*/' --include='Kbuild' \
             --include='*.rs' --exclude='*' --prune-empty-dirs "$TOP"/ "$src"/
     fi
-    make -s -C "$kbuild" M="$src" LLVM="$RBLK_LLVM" modules >&2 || { step "FAILED: modules against $kbuild"; return 1; }
+    make -s -C "$kbuild" M="$src" LLVM="$RBLK_LLVM" modules >&2 ||
+        { step "FAILED: modules against $kbuild"; return 1; }
     make -s -C "$kbuild" M="$src/tests/modules" LLVM="$RBLK_LLVM" modules >&2 ||
         { step "FAILED: test modules (tests/modules) against $kbuild"; return 1; }
     rm -rf "$dest"

@@ -25,15 +25,15 @@ Each guest boot runs one suite of tests/guest/; its plan is the suite's "t NAME"
 "t_kernel_clean NAME" lines (those under the boot's mode in a "case" of modes). The guest writes
 each PASS/FAIL line to the console and to its second serial port (out/logs/BOOT.log.results),
 which the kernel never writes to; the host reads them there. A planned test with no PASS/FAIL
-line fails: the guest crashed or hung during it (the console's tail is shown) or before it.
-A test also fails when the kernel logged a report (BUG:, WARNING:, Oops, lockdep, KASAN, hung
-task, ...) while it ran (tests/guest/lib.sh), or late, before it settled; a report after a suite's last test (its
-last module unloads, the power-off) fails <boot>_shutdown_clean. A boot that ended badly with every test reported fails as
-guest_<boot>_exit_status, or as <boot>_kernel_crash_after_tests when the console shows a kernel
-report after /init. A boot is retried once after a known fault below the project's code: a
-QEMU crash (shown in QEMU's exit status) is then only counted in the summary; a kernel that
-stopped before /init still fails, as guest_<boot>_first_boot. A host script that exits
-non-zero fails as host_<name>_exit_status.
+line fails: the guest crashed or hung during it (the console's tail is shown) or before it. A
+test also fails when the kernel logged a report (BUG:, WARNING:, Oops, lockdep, KASAN, hung
+task, ...) while it ran (tests/guest/lib.sh), or late, before it settled; a report after a
+suite's last test (its last module unloads, the power-off) fails <boot>_shutdown_clean. A boot
+that ended badly with every test reported fails as guest_<boot>_exit_status, or as
+<boot>_kernel_crash_after_tests when the console shows a kernel report after /init. A boot is
+retried once after a known fault below the project's code: a QEMU crash (shown in QEMU's exit
+status) is then only counted in the summary; a kernel that stopped before /init still fails, as
+guest_<boot>_first_boot. A host script that exits non-zero fails as host_<name>_exit_status.
 
 The breakdown counts each test by its name (a debug_ prefix aside):
   C reference  checks of the C drivers (nd_pmem, nvme) that ours are compared with: the guest
@@ -41,7 +41,8 @@ The breakdown counts each test by its name (a debug_ prefix aside):
   harness      checks of the test machinery itself: host_setup, build_kernels_and_modules,
                the tests of tests/host/ that check scripts (host_deps, cli, cold_path,
                boot_deadline), guest_*_ran, guest_*_first_boot, guest_*_plan,
-               guest_*_results_port, guest_*_exit_status, boot_to_init and the guest tests named harness_*
+               guest_*_results_port, guest_*_exit_status, boot_to_init and the guest tests
+               named harness_*
   drivers      every other test: rust_pmem and rust_nvme_mq (their guest tests, kernel-log
                checks after them, the controller's view of their shutdown in QEMU's trace,
                rustfmt/clippy over their code)

@@ -8,9 +8,9 @@ usage() {
     cat <<USAGE
 Usage: $0 [--check | --list] [--help]
 
-Installs (only what is missing): clang/lld/llvm ${RBLK_LLVM#-} (bookworm-security), kernel build tools, QEMU $QEMU_SERIES from
-$QEMU_SUITE, the guest tools (fio, nvme-cli, ndctl, e2fsprogs, util-linux, kmod, busybox, udev),
-rust-src and bindgen-cli $BINDGEN_VERSION. Works on top of whatever the machine image already
+Installs (only what is missing): clang/lld/llvm ${RBLK_LLVM#-} (bookworm-security), kernel build
+tools, QEMU $QEMU_SERIES from $QEMU_SUITE, the guest tools (fio, nvme-cli, ndctl, e2fsprogs,
+util-linux, kmod, busybox, udev), rust-src and bindgen-cli $BINDGEN_VERSION. Works on top of whatever the machine image already
 has: it first asks apt, without changing anything, whether the whole list can be installed
 beside the installed packages, and stops with apt's reason if not. Fails when the QEMU it
 finds is not the pinned series. Before its first install it records the machine's package list
@@ -30,7 +30,8 @@ QEMU_SUITE=bookworm-backports
 QEMU_SERIES=10.0
 QEMU_PKGS=(qemu-system-x86 qemu-system-common qemu-system-data qemu-utils seabios)
 BINDGEN_VERSION=0.73.2
-PKGS=("clang$RBLK_LLVM" "lld$RBLK_LLVM" "llvm$RBLK_LLVM" "libclang$RBLK_LLVM-dev" flex bison bc libelf-dev libssl-dev cpio kmod make
+PKGS=("clang$RBLK_LLVM" "lld$RBLK_LLVM" "llvm$RBLK_LLVM" "libclang$RBLK_LLVM-dev"
+      flex bison bc libelf-dev libssl-dev cpio kmod make
       qemu-system-x86 qemu-utils fio nvme-cli ndctl e2fsprogs util-linux busybox-static
       python3-matplotlib rsync xz-utils gcc libc6-dev shfmt patch psmisc linux-perf udev)
 # Commands the scripts take from the Rust toolchain rather than from a Debian package.
