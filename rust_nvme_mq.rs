@@ -25,7 +25,7 @@
 //! does the same through the PCI `shutdown` callback, after waiting (at most 30 s) for the
 //! commands in flight; the controller then stays disabled. A reset deletes the I/O queues
 //! too before it disables the controller. Each disk's parent device is the controller's device
-//! (`/sys/class/misc/rnvme<C>`, a child of the PCI function), as C's `nvme<C>` is.
+//! (`/sys/class/rnvme/rnvme<C>`, a child of the PCI function), as C's `nvme<C>` is.
 //!
 //! # Queue selection and overflow
 //!
@@ -161,8 +161,8 @@
 //! users run commands that the controller's effects log calls harmless; that log is not read
 //! here); no metadata.
 //!
-//! The character device is a child of the PCI function in sysfs and has the C driver's
-//! `model`, `serial` and `firmware_rev` attributes (`/sys/class/misc/rnvme<C>/`).
+//! The controller's device, whose `dev` is the character device, is a child of the PCI function
+//! in sysfs and has the C driver's controller attributes (`/sys/class/rnvme/rnvme<C>/`).
 //!
 //! # Structure
 //!
@@ -858,6 +858,8 @@ impl pci::Driver for NvmeDriver {
 struct RustNvmeMq {
     #[pin]
     _driver: driver::Registration<pci::Adapter<NvmeDriver>>,
+    /// Dropped after the driver: the controllers' devices are gone by then.
+    _class: kernel::class::Registration,
 }
 
 fn check_params() -> Result {
@@ -911,6 +913,8 @@ impl kernel::InPlaceModule for RustNvmeMq {
                 module_parameters::max_retries.value()
             );
             Ok(try_pin_init!(Self {
+                // Before the driver: a probe adds the controller's device to the class.
+                _class: chardev::register_class(module)?,
                 _driver <- driver::Registration::new(c"rust_nvme_mq", module),
                 // Probing is synchronous: a device refused because of a parameter fails insmod.
                 _: { check_probe()?; },

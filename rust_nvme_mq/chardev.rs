@@ -1,19 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The character device of a controller, `/dev/rnvme<C>` (a misc device, root only like
-//! `/dev/nvme<C>`), for the NVMe passthrough ioctls that nvme-cli uses.
+//! The controller's device, `/sys/class/rnvme/rnvme<C>` (C's `/sys/class/nvme/nvme<C>`), and
+//! its character device `/dev/rnvme<C>` (root only like `/dev/nvme<C>`), for the NVMe
+//! passthrough ioctls that nvme-cli uses.
 
 use crate::{ctrlattr, ioctl::NVME_IOCTL_RESCAN, link::Link, ns::Namespaces, rescan::rescan};
 use kernel::{
+    class::{self, Class},
     device::Device,
     fs::File,
-    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    miscdevice::{MiscDevice, MiscDeviceRegistration},
     prelude::*,
     str::CString,
     sync::{Arc, ArcBorrow},
 };
 
-/// The misc device type of controller character devices.
+/// The class of the controllers' devices, with a device number per controller index.
+static CLASS: Class = Class::new(c"rnvme", u32::BITS);
+
+/// Register the class for as long as the module is loaded (C's `nvme_class`).
+pub(crate) fn register_class(module: &'static ThisModule) -> Result<class::Registration> {
+    CLASS.register(module)
+}
+
+/// The file operations and attributes of controller devices.
 pub(crate) struct CtrlChardev;
 
 #[vtable]
@@ -60,16 +70,15 @@ impl MiscDevice for CtrlChardev {
 /// fail once the [`Link`] is cut).
 pub(crate) type Chardev = Pin<KBox<MiscDeviceRegistration<CtrlChardev>>>;
 
-/// Register `/dev/rnvme<C>` for controller `index`, a child of `dev` (the PCI function) in
-/// sysfs, like `/sys/class/nvme/nvme<C>`, and the parent of the controller's disks and
-/// generic devices. Its link leads nowhere until [`Link::set`] connects it to the
+/// Register `/sys/class/rnvme/rnvme<C>` and its `/dev/rnvme<C>` for controller `index`, a
+/// child of `dev` (the PCI function) in sysfs, like `/sys/class/nvme/nvme<C>`, and the parent
+/// of the controller's disks and generic devices. Its link leads nowhere until [`Link::set`] connects it to the
 /// controller's namespaces: until then its ioctls and attributes fail with `ENODEV`.
 pub(crate) fn register(index: u32, dev: &Device) -> Result<Chardev> {
     let name = CString::try_from_fmt(fmt!("rnvme{index}"))?;
-    let opts = MiscDeviceOptions { name: c"rnvme" };
     let link = Link::empty()?;
     KBox::pin_init(
-        MiscDeviceRegistration::register_with_parent(opts, name, dev.into(), link),
+        MiscDeviceRegistration::register_in_class(&CLASS, index, name, Some(dev.into()), link),
         GFP_KERNEL,
     )
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The sysfs attributes of a controller's device, `/sys/class/misc/rnvme<C>` (which is also
+//! The sysfs attributes of a controller's device, `/sys/class/rnvme/rnvme<C>` (which is also
 //! `/sys/block/rnvme<C>n<N>/device`): the C driver's controller attributes
 //! (`/sys/class/nvme/nvme<C>/`, drivers/nvme/host/sysfs.c), with its formats, that mean
 //! something for a PCIe controller.

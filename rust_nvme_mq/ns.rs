@@ -249,7 +249,7 @@ pub(crate) struct Namespaces {
     io_timeout: Delta,
     /// The PCI function (the DMA device of the Identify commands).
     parent: ARef<Device>,
-    /// The controller's device (`/sys/class/misc/rnvme<C>`), the parent of the disks and the
+    /// The controller's device (`/sys/class/rnvme/rnvme<C>`), the parent of the disks and the
     /// generic devices in sysfs, as C's controller device is.
     ctrl_dev: ARef<Device>,
     build: BuildDisk,

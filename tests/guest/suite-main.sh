@@ -319,8 +319,8 @@ test_pmem_rmmod_under_load_refused_no_loss() {
     [[ ! -d /sys/module/rust_pmem ]] || fail "module still loaded"
 }
 
-# tests/modules/rust_leak_test.ko leaks a disk and a misc device from safe code
-# (`core::mem::forget`). When the module goes, after its exit or after a failed init, the
+# tests/modules/rust_leak_test.ko leaks a disk, a misc device, a device class and a device of
+# that class from safe code (`core::mem::forget`). When the module goes, after its exit or after a failed init, the
 # kernel unregisters what it left (kernel patch "rust: module: undo the registrations a module
 # leaves behind"): nothing of it stays registered, with calls into the freed module. And an
 # init that fails after adding and deleting a disk (no leak) must not leave the partition
@@ -333,18 +333,24 @@ leak_test_left() {
     [[ -e /dev/$1 ]] && left+=("/dev/$1")
     [[ -e /sys/class/misc/rleak_misc ]] && left+=(/sys/class/misc/rleak_misc)
     [[ -e /dev/rleak_misc ]] && left+=(/dev/rleak_misc)
+    [[ -e /sys/class/rleak ]] && left+=(/sys/class/rleak)
+    [[ -e /dev/rleak_class0 ]] && left+=(/dev/rleak_class0)
+    grep -qw rleak /proc/devices && left+=("rleak in /proc/devices")
     ((${#left[@]} == 0)) || fail "$2: still there: ${left[*]}"
 }
 test_leaked_registrations_undone_at_unload() {
     insmod "$MODDIR/rust_leak_test.ko" || fail "insmod rust_leak_test.ko failed"
-    [[ -e /sys/block/rleak0 && -e /sys/class/misc/rleak_misc ]] ||
-        fail "the test module's disk and misc device were not registered"
+    [[ -e /sys/block/rleak0 && -e /sys/class/misc/rleak_misc && -e /sys/class/rleak/rleak_class0 ]] ||
+        fail "the test module's disk, misc device and class device were not registered"
+    wait_chr /dev/rleak_class0
+    # The class device's file operations are the misc device's: open works.
+    : </dev/rleak_class0 || fail "opening the leaked class device while its module is loaded failed"
     dd if=/dev/rleak0 of=/dev/null bs=4k count=1 iflag=direct status=none ||
         fail "reading the leaked disk while its module is loaded failed"
     rmmod rust_leak_test || fail "rmmod rust_leak_test failed"
     leak_test_left rleak0 "after rmmod"
     local what
-    for what in disk "misc device"; do
+    for what in disk "misc device" "device class" "class device"; do
         klog | grep -q "rust_leak_test: a $what was still registered when the module went" ||
             fail "no message about the leaked $what"
     done

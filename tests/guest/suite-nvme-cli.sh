@@ -27,7 +27,7 @@ collect() {
     nvme get-feature "$dev" -f 7 >"$dir/feature7.txt"
     "$TOOLS/nvme_passthru" "$dev" >"$dir/passthru.txt"
     local class=/sys/class/nvme/${dev#/dev/} a generic
-    [[ -d $class ]] || class=/sys/class/misc/${dev#/dev/}
+    [[ -d $class ]] || class=/sys/class/rnvme/${dev#/dev/}
     for a in model serial firmware_rev; do
         cat "$class/$a" >"$dir/sysfs-$a"
     done
@@ -37,6 +37,7 @@ collect() {
         cat "$class/$a" >"$dir/ctrl-$a" 2>/dev/null || echo absent >"$dir/ctrl-$a"
     done
     basename "$(readlink -f "/sys/block/${ns#/dev/}/device")" >"$dir/disk-device"
+    basename "$(readlink -f "/sys/block/${ns#/dev/}/device/subsystem")" >"$dir/disk-device-class"
     cat "/sys/block/${ns#/dev/}/device/dev" >"$dir/disk-device-dev" 2>/dev/null || echo absent >"$dir/disk-device-dev"
     printf '%d:%d\n' "0x$(stat -c %t "$dev")" "0x$(stat -c %T "$dev")" >"$dir/chardev-dev"
     for generic in /sys/class/nvme-generic/ng*n1 /sys/class/misc/rng*n1; do
@@ -83,7 +84,7 @@ test_nvme_cli_chardev_node() {
     expect_eq "mode" "$(stat -c '%a %u' $CDEV)" "600 0"
     local bdf
     bdf=$(rust_bdf)
-    expect_eq "sysfs parent of rnvme0" "$(basename "$(readlink -f /sys/class/misc/rnvme0/device)")" "$bdf"
+    expect_eq "sysfs parent of rnvme0" "$(basename "$(readlink -f /sys/class/rnvme/rnvme0/device)")" "$bdf"
     # An open character device pins the module, as an open disk does.
     exec 7<>$CDEV
     if rmmod rust_nvme_mq 2>/dev/null; then fail "rmmod worked with $CDEV open"; fi
@@ -167,8 +168,8 @@ test_nvme_cli_sysfs_identity() {
 # each attribute present where C's is, with C's value, the wwid made of the controller's vendor,
 # serial and model and the nsid. (suite-nvme-rescan.sh has namespaces with identifiers.)
 # The controller as sysfs shows it, compared with the C driver on the same controller: the
-# disk's `device` is the controller's device (rnvme0 as C's nvme0), whose `dev` is the
-# controller's character device, which is also the parent of the namespace's generic device
+# disk's `device` is the controller's device (rnvme0 as C's nvme0) in a class of its own
+# (rnvme as C's nvme), whose `dev` is the controller's character device, which is also the parent of the namespace's generic device
 # (rng0n1 as C's ng0n1), and whose attributes read as C's /sys/class/nvme/nvme0/ do.
 test_nvme_ctrl_sysfs_like_c() {
     local a differ=()
@@ -181,6 +182,8 @@ test_nvme_ctrl_sysfs_like_c() {
     ((${#differ[@]} == 0)) || fail "attributes that differ from C's: ${differ[*]}"
     expect_eq "C: the disk's device" "$(cat "$C_DIR/disk-device")" nvme0
     expect_eq "the disk's device" "$(cat "$R_DIR/disk-device")" rnvme0
+    expect_eq "C: its class" "$(cat "$C_DIR/disk-device-class")" nvme
+    expect_eq "its class" "$(cat "$R_DIR/disk-device-class")" rnvme
     expect_eq "C: its dev is the controller's character device" \
         "$(cat "$C_DIR/disk-device-dev")" "$(cat "$C_DIR/chardev-dev")"
     expect_eq "its dev is the controller's character device" \
@@ -247,7 +250,7 @@ test_nvme_udev_by_id_like_c() {
 # command (a reserved opcode).
 err_log_outcomes() {
     local ctrl=$1 disk=$2 which attr v
-    local cattr=/sys/class/misc/$ctrl/passthru_err_log_enabled
+    local cattr=/sys/class/rnvme/$ctrl/passthru_err_log_enabled
     [[ -e $cattr ]] || cattr=/sys/class/nvme/$ctrl/passthru_err_log_enabled
     local dattr=/sys/block/$disk/passthru_err_log_enabled
     for which in ctrl disk; do

@@ -474,7 +474,7 @@ test_nvme_status_retry_and_errno() {
 }
 
 # The disk's parent is the controller's device (rnvme0, as C's nvme0), a child of the PCI
-# function: /sys/block/rnvme0n1/device is /sys/class/misc/rnvme0, whose own `device` is the
+# function: /sys/block/rnvme0n1/device is /sys/class/rnvme/rnvme0, whose own `device` is the
 # bound PCI device, and the disk sits under both in sysfs.
 test_nvme_disk_parent_is_ctrl_device() {
     load_nvme
@@ -483,11 +483,21 @@ test_nvme_disk_parent_is_ctrl_device() {
     dev=$(readlink -f /sys/block/rnvme0n1/device) || fail "no device link"
     pci=$(readlink -f "/sys/bus/pci/drivers/rust_nvme_mq/$bdf")
     echo "rnvme0n1 -> $dev ($bdf)"
-    expect_eq "disk's device" "$dev" "$(readlink -f /sys/class/misc/rnvme0)"
+    expect_eq "disk's device" "$dev" "$(readlink -f /sys/class/rnvme/rnvme0)"
     expect_eq "the controller device's parent" "$(readlink -f "$dev/device")" "$pci"
     [[ $dev == "$pci"/* ]] || fail "the controller's device is not under the PCI device in sysfs"
     [[ $(readlink -f /sys/block/rnvme0n1) == "$dev"/* ]] || fail "disk not under the controller's device in sysfs"
+    # The class's device numbers (C's nvme has its own major too): rnvme0 has minor 0 of them,
+    # its `dev` and /dev/rnvme0 agree, and the class and its numbers go with the module.
+    local major
+    major=$(awk '$2 == "rnvme" { print $1 }' /proc/devices)
+    [[ -n $major ]] || fail "no rnvme device numbers in /proc/devices"
+    expect_eq "rnvme0's dev" "$(cat /sys/class/rnvme/rnvme0/dev)" "$major:0"
+    expect_eq "/dev/rnvme0's number" \
+        "$(printf '%d:%d' "0x$(stat -c %t /dev/rnvme0)" "0x$(stat -c %T /dev/rnvme0)")" "$major:0"
     unload_nvme
+    [[ ! -e /sys/class/rnvme ]] || fail "/sys/class/rnvme is still there after rmmod"
+    if grep -qw rnvme /proc/devices; then fail "the rnvme device numbers are still registered after rmmod"; fi
 }
 
 # CPU hotplug with overflow and tiny queues: a queue whose (managed) interrupt vector has no

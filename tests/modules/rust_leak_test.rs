@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Test module: leaks a disk and a misc device from safe code, then unloads or fails its init.
+//! Test module: leaks a disk, a misc device, a device class and a device of that class from safe
+//! code, then unloads or fails its init.
 //!
 //! Loaded by suite-main's `leaked_registrations_undone_at_unload`. Safe code may leak a value
 //! that registers the module's code (`core::mem::forget`); when the module goes, the kernel
@@ -9,9 +10,11 @@
 
 use kernel::{
     block::mq::{self, gen_disk::GenDiskBuilder, Operations, TagSet},
+    class::Class,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
+    str::CString,
     sync::{aref::ARef, Arc},
 };
 
@@ -19,7 +22,7 @@ module! {
     type: LeakTest,
     name: "rust_leak_test",
     authors: ["rust-blk developers"],
-    description: "Leaks a disk and a misc device (a test of their unregistration at unload)",
+    description: "Leaks a disk, a misc device, a class and a class device (a test of their unregistration at unload)",
     license: "GPL v2",
     params: {
         fail_init: bool {
@@ -34,6 +37,9 @@ module! {
 }
 
 struct LeakTest;
+
+/// The class whose registration and one device the module leaks.
+static CLASS: Class = Class::new(c"rleak", 1);
 
 struct Disk;
 
@@ -78,7 +84,7 @@ fn add_disk(name: &str) -> Result<mq::gen_disk::GenDisk<Disk>> {
 }
 
 impl kernel::Module for LeakTest {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
+    fn init(module: &'static ThisModule) -> Result<Self> {
         if module_parameters::drop_fail.value() {
             drop(add_disk("rleak1")?);
             return Err(ENODEV);
@@ -94,7 +100,19 @@ impl kernel::Module for LeakTest {
             GFP_KERNEL,
         )?;
         core::mem::forget(misc);
-        pr_info!("leaked disk rleak0 and misc device rleak_misc\n");
+        core::mem::forget(CLASS.register(module)?);
+        let class_dev = KBox::pin_init(
+            MiscDeviceRegistration::<Misc>::register_in_class(
+                &CLASS,
+                0,
+                CString::try_from_fmt(fmt!("rleak_class0"))?,
+                None,
+                (),
+            ),
+            GFP_KERNEL,
+        )?;
+        core::mem::forget(class_dev);
+        pr_info!("leaked disk rleak0, misc device rleak_misc, class rleak and its rleak_class0\n");
         if module_parameters::fail_init.value() {
             return Err(ENODEV);
         }
