@@ -500,6 +500,36 @@ test_nvme_disk_parent_is_ctrl_device() {
     if grep -qw rnvme /proc/devices; then fail "the rnvme device numbers are still registered after rmmod"; fi
 }
 
+# An open of the controller's character device that comes after the controller was unbound
+# fails with ENODEV, even through an inode whose character device is still alive (a file of it
+# held open, as by a program that keeps /dev/rnvme0 open across an unbind): the open reaches the
+# driver's open callback, which must find no controller there rather than the freed one (kernel
+# patches 98-99, ClassDevice::with_open_data). The node is made with mknod, as a container or
+# a static /dev would have it, so it outlives the unbind. After a rebind the controller works.
+test_nvme_chardev_open_after_unbind() {
+    load_nvme
+    local bdf major
+    bdf=$(rust_bdf)
+    major=$(awk '$2 == "rnvme" { print $1 }' /proc/devices)
+    rm -f /dev/rnvme0-test
+    mknod /dev/rnvme0-test c "$major" 0
+    exec 7</dev/rnvme0-test
+    nvme id-ctrl /dev/rnvme0-test >/dev/null || { exec 7<&-; fail "nvme id-ctrl through the node failed"; }
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/unbind
+    if (: </dev/rnvme0-test) 2>/tmp/open.err; then
+        exec 7<&-
+        fail "the controller's character device opened after the unbind"
+    fi
+    exec 7<&-
+    cat /tmp/open.err
+    grep -q "No such device" /tmp/open.err || fail "the open after the unbind did not fail with ENODEV"
+    echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/bind
+    wait_chr /dev/rnvme0
+    nvme id-ctrl /dev/rnvme0 >/dev/null || fail "nvme id-ctrl after the rebind failed"
+    rm -f /dev/rnvme0-test
+    unload_nvme
+}
+
 # CPU hotplug with overflow and tiny queues: a queue whose (managed) interrupt vector has no
 # online CPU gets no command, and I/O keeps running with no error or stall while CPUs go
 # offline and online.
@@ -675,6 +705,7 @@ t nvme_timeout_abort_reset
 t nvme_timeout_params
 t nvme_status_retry_and_errno
 t nvme_disk_parent_is_ctrl_device
+t nvme_chardev_open_after_unbind
 t nvme_cpu_hotplug_overflow
 t nvme_cli_cross_check
 t_kernel_clean nvme_no_kernel_warnings
