@@ -418,6 +418,7 @@ impl QueueState {
     }
 
     /// Take the request out of slot `cid` and give the slot back.
+    #[inline]
     fn take(&mut self, cid: u16) -> Option<ARef<Request<NvmeOps>>> {
         let slot = self.slots.get_mut(usize::from(cid))?;
         let rq = slot.rq.take();
