@@ -72,8 +72,9 @@ pub(crate) type Chardev = Pin<KBox<MiscDeviceRegistration<CtrlChardev>>>;
 
 /// Register `/sys/class/rnvme/rnvme<C>` and its `/dev/rnvme<C>` for controller `index`, a
 /// child of `dev` (the PCI function) in sysfs, like `/sys/class/nvme/nvme<C>`, and the parent
-/// of the controller's disks and generic devices. Its link leads nowhere until [`Link::set`] connects it to the
-/// controller's namespaces: until then its ioctls and attributes fail with `ENODEV`.
+/// of the controller's disks and generic devices. Its link leads nowhere until [`Link::set`]
+/// connects it to the controller's namespaces: until then its ioctls and attributes fail with
+/// `ENODEV`.
 pub(crate) fn register(index: u32, dev: &Device) -> Result<Chardev> {
     let name = CString::try_from_fmt(fmt!("rnvme{index}"))?;
     let link = Link::empty()?;

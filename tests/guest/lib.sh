@@ -154,6 +154,9 @@ wait_dev() {
     fail "$dev did not appear"
 }
 
+# chr_number PATH: the device number of a device node, as sysfs writes it in `dev` (MAJOR:MINOR).
+chr_number() { printf '%d:%d\n' "0x$(stat -c %t "$1")" "0x$(stat -c %T "$1")"; }
+
 # wait_chr PATH: wait for a character device (a misc device's node appears asynchronously).
 wait_chr() {
     local dev=$1 i

@@ -12,6 +12,8 @@ load_nvme() { # a failed test may have left it loaded
     insmod "$MODDIR/rust_nvme_mq.ko" "$@"; wait_dev $DEV; }
 # rust_bdf: the PCI address of the controller rust_nvme_mq is bound to.
 rust_bdf() { basename "$(ls -d /sys/bus/pci/drivers/rust_nvme_mq/0000:* | head -n1)"; }
+# rnvme_major: the major number of the rnvme class's device numbers (empty when not registered).
+rnvme_major() { awk '$2 == "rnvme" { print $1 }' /proc/devices; }
 unload_nvme() { unload_module rust_nvme_mq; [[ ! -e $DEV ]] || fail "$DEV still there after rmmod"; }
 # qstat QID COLUMN: a counter of I/O queue QID (columns: see the header line of $STATS).
 qstat() {

@@ -320,8 +320,8 @@ test_pmem_rmmod_under_load_refused_no_loss() {
 }
 
 # tests/modules/rust_leak_test.ko leaks a disk, a misc device, a device class and a device of
-# that class from safe code (`core::mem::forget`). When the module goes, after its exit or after a failed init, the
-# kernel unregisters what it left (kernel patch "rust: module: undo the registrations a module
+# that class from safe code (`core::mem::forget`). When the module goes, after its exit or
+# after a failed init, the kernel unregisters what it left (kernel patch "rust: module: undo the registrations a module
 # leaves behind"): nothing of it stays registered, with calls into the freed module. And an
 # init that fails after adding and deleting a disk (no leak) must not leave the partition
 # scan's file to be closed after the module is freed (patch "block: close the partition
@@ -340,7 +340,8 @@ leak_test_left() {
 }
 test_leaked_registrations_undone_at_unload() {
     insmod "$MODDIR/rust_leak_test.ko" || fail "insmod rust_leak_test.ko failed"
-    [[ -e /sys/block/rleak0 && -e /sys/class/misc/rleak_misc && -e /sys/class/rleak/rleak_class0 ]] ||
+    [[ -e /sys/block/rleak0 && -e /sys/class/misc/rleak_misc &&
+        -e /sys/class/rleak/rleak_class0 ]] ||
         fail "the test module's disk, misc device and class device were not registered"
     wait_chr /dev/rleak_class0
     # The class device's file operations are the misc device's: open works.

@@ -39,7 +39,7 @@ collect() {
     basename "$(readlink -f "/sys/block/${ns#/dev/}/device")" >"$dir/disk-device"
     basename "$(readlink -f "/sys/block/${ns#/dev/}/device/subsystem")" >"$dir/disk-device-class"
     cat "/sys/block/${ns#/dev/}/device/dev" >"$dir/disk-device-dev" 2>/dev/null || echo absent >"$dir/disk-device-dev"
-    printf '%d:%d\n' "0x$(stat -c %t "$dev")" "0x$(stat -c %T "$dev")" >"$dir/chardev-dev"
+    chr_number "$dev" >"$dir/chardev-dev"
     for generic in /sys/class/nvme-generic/ng*n1 /sys/class/misc/rng*n1; do
         [[ -e $generic ]] && break
     done
@@ -84,7 +84,8 @@ test_nvme_cli_chardev_node() {
     expect_eq "mode" "$(stat -c '%a %u' $CDEV)" "600 0"
     local bdf
     bdf=$(rust_bdf)
-    expect_eq "sysfs parent of rnvme0" "$(basename "$(readlink -f /sys/class/rnvme/rnvme0/device)")" "$bdf"
+    expect_eq "sysfs parent of rnvme0" \
+        "$(basename "$(readlink -f /sys/class/rnvme/rnvme0/device)")" "$bdf"
     # An open character device pins the module, as an open disk does.
     exec 7<>$CDEV
     if rmmod rust_nvme_mq 2>/dev/null; then fail "rmmod worked with $CDEV open"; fi
@@ -169,8 +170,8 @@ test_nvme_cli_sysfs_identity() {
 # serial and model and the nsid. (suite-nvme-rescan.sh has namespaces with identifiers.)
 # The controller as sysfs shows it, compared with the C driver on the same controller: the
 # disk's `device` is the controller's device (rnvme0 as C's nvme0) in a class of its own
-# (rnvme as C's nvme), whose `dev` is the controller's character device, which is also the parent of the namespace's generic device
-# (rng0n1 as C's ng0n1), and whose attributes read as C's /sys/class/nvme/nvme0/ do.
+# (rnvme as C's nvme), whose `dev` is the controller's character device, which is also the
+# parent of the namespace's generic device (rng0n1 as C's ng0n1), and whose attributes read as C's /sys/class/nvme/nvme0/ do.
 test_nvme_ctrl_sysfs_like_c() {
     local a differ=()
     for a in $CTRL_ATTRS; do

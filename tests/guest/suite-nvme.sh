@@ -490,14 +490,15 @@ test_nvme_disk_parent_is_ctrl_device() {
     # The class's device numbers (C's nvme has its own major too): rnvme0 has minor 0 of them,
     # its `dev` and /dev/rnvme0 agree, and the class and its numbers go with the module.
     local major
-    major=$(awk '$2 == "rnvme" { print $1 }' /proc/devices)
+    major=$(rnvme_major)
     [[ -n $major ]] || fail "no rnvme device numbers in /proc/devices"
     expect_eq "rnvme0's dev" "$(cat /sys/class/rnvme/rnvme0/dev)" "$major:0"
-    expect_eq "/dev/rnvme0's number" \
-        "$(printf '%d:%d' "0x$(stat -c %t /dev/rnvme0)" "0x$(stat -c %T /dev/rnvme0)")" "$major:0"
+    expect_eq "/dev/rnvme0's number" "$(chr_number /dev/rnvme0)" "$major:0"
     unload_nvme
     [[ ! -e /sys/class/rnvme ]] || fail "/sys/class/rnvme is still there after rmmod"
-    if grep -qw rnvme /proc/devices; then fail "the rnvme device numbers are still registered after rmmod"; fi
+    if grep -qw rnvme /proc/devices; then
+        fail "the rnvme device numbers are still registered after rmmod"
+    fi
 }
 
 # An open of the controller's character device that comes after the controller was unbound
@@ -510,11 +511,12 @@ test_nvme_chardev_open_after_unbind() {
     load_nvme
     local bdf major
     bdf=$(rust_bdf)
-    major=$(awk '$2 == "rnvme" { print $1 }' /proc/devices)
+    major=$(rnvme_major)
     rm -f /dev/rnvme0-test
     mknod /dev/rnvme0-test c "$major" 0
     exec 7</dev/rnvme0-test
-    nvme id-ctrl /dev/rnvme0-test >/dev/null || { exec 7<&-; fail "nvme id-ctrl through the node failed"; }
+    nvme id-ctrl /dev/rnvme0-test >/dev/null ||
+        { exec 7<&-; fail "nvme id-ctrl through the node failed"; }
     echo "$bdf" >/sys/bus/pci/drivers/rust_nvme_mq/unbind
     if (: </dev/rnvme0-test) 2>/tmp/open.err; then
         exec 7<&-
