@@ -167,7 +167,7 @@ impl AdminQueue {
         let free = self.slots[..slots].iter().position(|s| *s == Slot::Free);
         let cid = u16::try_from(free.ok_or(EBUSY)?)?;
         sqe.set_cid(cid);
-        cmd::write_sqe(&self.sq, self.tail, sqe)?;
+        cmd::write_sqe(&self.sq, self.tail, &sqe)?;
         self.slots[usize::from(cid)] = Slot::Waiting;
         self.tail = (self.tail + 1) % ADMIN_DEPTH;
         regs.sq_doorbell(0, self.tail);

@@ -6,12 +6,13 @@
 //! out, so that a field cannot be read or written in CPU order by mistake.
 
 use kernel::prelude::*;
+use zerocopy_derive::Immutable;
 
 macro_rules! le_type {
     ($name:ident, $int:ty) => {
         #[doc = concat!("A little-endian `", stringify!($int), "`.")]
         #[repr(transparent)]
-        #[derive(Clone, Copy, Default, PartialEq, Eq, Debug, FromBytes, IntoBytes)]
+        #[derive(Clone, Copy, Default, PartialEq, Eq, Debug, FromBytes, IntoBytes, Immutable)]
         pub(crate) struct $name($int);
 
         impl $name {

@@ -693,7 +693,7 @@ impl IoQueue {
     fn write_slot(&self, st: &mut QueueState, cid: u16) {
         if let Some(slot) = st.slots.get(usize::from(cid)) {
             // Cannot fail: `sq_tail` < `depth`, the queue's size.
-            let _ = cmd::write_sqe(&self.sq, st.sq_tail, slot.sqe);
+            let _ = cmd::write_sqe(&self.sq, st.sq_tail, &slot.sqe);
         }
         st.advance_sq(self.depth);
     }
@@ -702,7 +702,7 @@ impl IoQueue {
     #[inline]
     fn write(&self, st: &mut QueueState, sqe: Sqe) {
         // Cannot fail: `sq_tail` < `depth`, the queue's size.
-        let _ = cmd::write_sqe(&self.sq, st.sq_tail, sqe);
+        let _ = cmd::write_sqe(&self.sq, st.sq_tail, &sqe);
         st.advance_sq(self.depth);
     }
 
