@@ -17,6 +17,7 @@ use kernel::{
     cpumask::Cpumask,
     device::{self, Bound},
     dma::Coherent,
+    interrupt::LocalInterruptDisabled,
     prelude::*,
     sync::{
         aref::ARef,
@@ -720,8 +721,18 @@ impl IoQueue {
     /// Take up to `COMPLETION_BATCH` completions off the completion queue into `done`, with
     /// the lock held.
     fn reap_batch(&self, done: &mut [Done; COMPLETION_BATCH]) -> Reaped {
-        let mut guard = self.state.lock();
-        let st = &mut *guard;
+        // In the interrupt handler interrupts are off already, so the lock need not turn them
+        // off and back on: 15 instructions per I/O less (run-bench.sh --insn-profile).
+        LocalInterruptDisabled::with_current(|irqs_off| match irqs_off {
+            Some(token) => self.reap_locked(&mut self.state.lock_with(token), done),
+            None => self.reap_locked(&mut self.state.lock(), done),
+        })
+    }
+
+    /// [`IoQueue::reap_batch`] with the lock held. Inlined into both arms: called, it costs
+    /// more than the lock saves.
+    #[inline(always)]
+    fn reap_locked(&self, st: &mut QueueState, done: &mut [Done; COMPLETION_BATCH]) -> Reaped {
         let mut reaped = Reaped::default();
         while reaped.ended < COMPLETION_BATCH {
             let Ok(Some(cqe)) = cmd::read_cqe(&self.cq, st.cq_head, st.phase) else {
