@@ -7,7 +7,7 @@ shopt -s inherit_errexit
 
 usage() {
     cat <<USAGE
-Usage: $0 [--no-builtin] [--debug] [--help]
+Usage: $0 [--no-builtin] [--debug | --no-debug] [--help]
 
 Installs missing host packages, builds (incrementally) the kernel and, unless --no-builtin, the
 variant with the drivers built in, builds rust_pmem.ko / rust_nvme_mq.ko and the guest test
@@ -20,6 +20,8 @@ are copied to \$RBLK_OUT/modules-<build dir name>/.
                 ~30 min) and the modules for it. Without --debug, a debug kernel that was
                 built before is brought up to date (incrementally); if there is none,
                 KBUILD_DEBUG is left empty.
+  --no-debug    leave the debug kernel alone (not built, not brought up to date; KBUILD_DEBUG
+                empty), as \`make test\` does: its suites run with \`make test-debug\`
 USAGE
 }
 BUILTIN=1
@@ -28,6 +30,7 @@ for a in "$@"; do
     case "$a" in
         --no-builtin) BUILTIN=0 ;;
         --debug) DEBUG=1 ;;
+        --no-debug) DEBUG=-1 ;;
         -h|--help) usage; exit 0 ;;
         *) unknown_arg "$a" ;;
     esac
@@ -56,10 +59,10 @@ if [[ $BUILTIN == 1 ]]; then
     KBUILD_BUILTIN=$(timed "$TOP/scripts/build-kernel.sh" --builtin | tail -n1) || exit 1
 fi
 KBUILD_DEBUG=
-# Asked for, or built once before (make test-debug): then keep it current, incrementally, so
+# Asked for, or built once before (make test-debug) and not refused: then keep it current, incrementally, so
 # its suites test this tree.
-if [[ $DEBUG == 1 ]] ||
-    [[ -f "$("$TOP/scripts/build-kernel.sh" --debug --print-dir 2>/dev/null || echo /nonexistent)/.rblk-built" ]]; then
+if [[ $DEBUG == 1 ]] || { [[ $DEBUG == 0 ]] &&
+    [[ -f "$("$TOP/scripts/build-kernel.sh" --debug --print-dir 2>/dev/null || echo /nonexistent)/.rblk-built" ]]; }; then
     step "debug kernel (first build ~30 min on 2 cores, then incremental)"
     KBUILD_DEBUG=$(timed "$TOP/scripts/build-kernel.sh" --debug | tail -n1) || exit 1
 fi
