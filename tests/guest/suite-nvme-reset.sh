@@ -354,6 +354,7 @@ test_nvme_pci_function_reset_races_controller_reset() {
     local i r reset=/sys/bus/pci/devices/$(bdf)/reset
     klog_mark
     load_nvme
+    hang_watch 240
     fio_bg fnrace --loops=3
     # Each function reset 0 to 40 ms after the driver's reset began: before it, during it
     # (~30 ms under TCG) and after. Few of them: QEMU 10.0 under TCG aborts now and then as
@@ -383,6 +384,7 @@ test_nvme_pci_reset_remove_rescan_under_io() {
     local addr pid i
     klog_mark
     load_nvme
+    hang_watch 240
     addr=$(bdf)
     fio --name=rrr --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=16 --rw=randread \
         --bs=4k --size=64m --time_based --runtime=8 --allow_file_create=0 >/tmp/rrr.out 2>&1 &
