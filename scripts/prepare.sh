@@ -59,8 +59,8 @@ if [[ $BUILTIN == 1 ]]; then
     KBUILD_BUILTIN=$(timed "$TOP/scripts/build-kernel.sh" --builtin | tail -n1) || exit 1
 fi
 KBUILD_DEBUG=
-# Asked for, or built once before (make test-debug) and not refused: then keep it current, incrementally, so
-# its suites test this tree.
+# Asked for, or built once before (make test-debug) and not refused (--no-debug): then keep it
+# current, incrementally, so that its suites test this tree.
 if [[ $DEBUG == 1 ]] || { [[ $DEBUG == 0 ]] &&
     [[ -f "$("$TOP/scripts/build-kernel.sh" --debug --print-dir 2>/dev/null || echo /nonexistent)/.rblk-built" ]]; }; then
     step "debug kernel (first build ~30 min on 2 cores, then incremental)"
