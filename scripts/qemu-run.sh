@@ -16,6 +16,7 @@ LABEL_SIZE=128K                       # label area of the labelled NVDIMM (--lpm
 NVME_SERIAL=rblk0001
 NVME_ID=nv0                           # --pcie-port: the NVMe controller's QEMU id (for pcie_aer_inject_error)
 ROOT_PORT_ID=rp0                      # --pcie-port: the PCIe root port's QEMU id
+DEFAULT_STALL_DUMP=300                # seconds of console silence before FILE.stall is written
 KILL_GRACE=10                         # seconds between SIGTERM and SIGKILL to QEMU on timeout
 TAIL_LINES=40                         # console lines repeated after a timeout / missing status
 TAIL_POLL=0.2                         # seconds: how often the console follower checks QEMU is alive
@@ -105,7 +106,12 @@ used as is. Delete the file to start from zeros. The NVDIMM image is flock'ed wh
 two runs cannot share one by accident. Environment: RBLK_IMAGES (image dir, default
 /var/tmp/rust-blk-images), RBLK_ACCEL=kvm, RBLK_CPU (TCG CPU model, default max),
 RBLK_QEMU (QEMU binary), RBLK_QEMU_PLUGIN (a TCG plugin and its arguments, given to -plugin;
-used by the instruction-count profile, tools/insn-count).
+used by the instruction-count profile, tools/insn-count), RBLK_HMP_SOCK (where QEMU's human
+monitor listens; default a temporary path), RBLK_STALL_DUMP (seconds, default $DEFAULT_STALL_DUMP,
+0: never): once the console of a boot with --log FILE has been silent that long, QEMU's state
+goes to FILE.stall (the monitor's info status, cpus, registers and lapic of each vCPU, and every QEMU
+thread's stack from gdb, if installed): whether a silent guest waits in its own code, with its
+vCPUs halted, or QEMU is stuck under it.
 With a terminal on stdin it is handed to the guest console (Ctrl-A X quits QEMU).
 USAGE
 }
@@ -260,12 +266,13 @@ else
 fi
 
 NVME_PROPS="serial=$NVME_SERIAL,max_ioqpairs=${NVME_QUEUES:-$SMP}${NVME_DBCS:+,dbcs=$NVME_DBCS}"
-HMP_SOCK=""
+# QEMU's human monitor: for the error injections of --pcie-port, the stall dump, and a person
+# looking into a stuck guest (RBLK_HMP_SOCK).
+HMP_SOCK=${RBLK_HMP_SOCK:-$(mktemp -u "${TMPDIR:-/tmp}/qemu-run.hmp.XXXXXX")}
+QEMU+=(-monitor "unix:$HMP_SOCK,server=on,wait=off")
 if ((PCIE_PORT)); then
     QEMU+=(-device "pcie-root-port,id=$ROOT_PORT_ID,chassis=1,slot=1,x-speed=5")
     NVME_PROPS="id=$NVME_ID,bus=$ROOT_PORT_ID,$NVME_PROPS"
-    HMP_SOCK=$(mktemp -u "${TMPDIR:-/tmp}/qemu-run.hmp.XXXXXX")
-    QEMU+=(-monitor "unix:$HMP_SOCK,server=on,wait=off")
 fi
 if [[ -n "$NVME_NULL" ]]; then
     QEMU+=(-blockdev "driver=null-aio,node-name=nvnull,size=$(to_bytes "${NVME_SIZE:-$DEFAULT_NVME_SIZE}"),latency-ns=$NVME_NULL,read-zeroes=on"
@@ -318,7 +325,7 @@ QEMU+=(-serial "file:$LOG.results")
 # QEMU runs under `timeout` (which enforces the deadline even if this script is killed), writes the
 # console to the log file, and `tail` follows the file to stdout until QEMU is gone.
 # --foreground keeps QEMU in our process group, so it can read the terminal when there is one.
-TPID="" TAILPID="" WATCHPID="" RELAYPID="" STTY_SAVED="" NO_INIT_FLAG=""
+TPID="" TAILPID="" WATCHPID="" RELAYPID="" STALLPID="" STTY_SAVED="" NO_INIT_FLAG=""
 # Hand the terminal to the guest only when it is ours (foreground); otherwise QEMU would stop on
 # SIGTTIN. Any other stdin is not forwarded.
 GUEST_STDIN=/dev/null
@@ -341,7 +348,8 @@ cleanup() {
     if [[ -n "$TAILPID" ]]; then kill "$TAILPID" 2>/dev/null || true; fi
     if [[ -n "$WATCHPID" ]]; then kill "$WATCHPID" 2>/dev/null || true; fi
     if [[ -n "$RELAYPID" ]]; then kill "$RELAYPID" 2>/dev/null || true; fi
-    if [[ -n "$HMP_SOCK" ]]; then rm -f "$HMP_SOCK"; fi
+    if [[ -n "$STALLPID" ]]; then kill "$STALLPID" 2>/dev/null || true; fi
+    rm -f "$HMP_SOCK"
     if [[ -n "$NO_INIT_FLAG" ]]; then rm -f "$NO_INIT_FLAG"; fi
     if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
     [[ "$KEEP_LOG" == 1 ]] || rm -f "$LOG" "$LOG.results"
@@ -379,6 +387,28 @@ watch_init() {
         waited=$((waited + 1))
     done
 }
+# hmp COMMAND: the monitor's answer to COMMAND (its lines after the echoed command, prompt lines
+# left out; "(no answer)" if none); fails if the monitor cannot be reached.
+hmp() {
+    python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+def until_prompt():
+    buf = b""
+    while not buf.endswith(b"(qemu) "):
+        data = s.recv(65536)
+        if not data:
+            break
+        buf += data
+    return buf.decode(errors="replace")
+until_prompt()
+s.sendall(sys.argv[2].encode() + b"\n")
+lines = [l.rstrip() for l in until_prompt().replace("\r", "\n").split("\n")]
+print("\n".join(l for l in lines[1:] if l and not l.startswith("(qemu)")) or "(no answer)")
+' "$HMP_SOCK" "$1" 2>&1
+}
 # hmp_relay: pass the guest's error injections (console lines "RBLK-HMP pcie_aer_inject_error
 # ARGS") to QEMU's monitor, one at a time, in the order the guest printed them; log each answer.
 hmp_relay() {
@@ -388,30 +418,57 @@ hmp_relay() {
         line=${line%$'\r'}
         [[ $line =~ ^RBLK-HMP\ (pcie_aer_inject_error(\ [-A-Za-z0-9_.:]+)+)$ ]] || continue
         cmd=${BASH_REMATCH[1]}
-        reply=$(python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-def until_prompt():
-    buf = b""
-    while not buf.endswith(b"(qemu) "):
-        data = s.recv(4096)
-        if not data:
-            break
-        buf += data
-    return buf.decode(errors="replace")
-until_prompt()
-s.sendall(sys.argv[2].encode() + b"\n")
-lines = [l.strip() for l in until_prompt().replace("\r", "\n").split("\n")]
-print(" / ".join(l for l in lines[1:] if l and not l.startswith("(qemu)")) or "(no answer)")
-' "$HMP_SOCK" "$cmd" 2>&1) || reply="monitor not reached: $reply"
-        log "monitor: $cmd: $reply"
+        reply=$(hmp "$cmd") || reply="monitor not reached: $reply"
+        log "monitor: $cmd: ${reply//$'\n'/ / }"
     done < <(tail -n +1 -s "$TAIL_POLL" -F --pid="$TPID" "$LOG" 2>/dev/null)
+}
+# stall_dump: once the console has been silent for STALL_DUMP seconds, write QEMU's state to
+# LOG.stall (see the usage). Only looks; the boot goes on to its end or its deadline.
+stall_dump() {
+    local fd size last_size=-1 silent=0 qpid cpu cmd
+    for fd in "${IMAGE_LOCKS[@]}"; do exec {fd}<&-; done
+    while kill -0 "$TPID" 2>/dev/null; do
+        sleep 10
+        size=$(stat -c %s "$LOG" 2>/dev/null) || return 0
+        if [[ $size != "$last_size" ]]; then
+            last_size=$size silent=0
+            continue
+        fi
+        silent=$((silent + 10))
+        ((silent >= STALL_DUMP)) || continue
+        qpid=$(pgrep -P "$TPID" | head -n 1) || return 0
+        {
+            echo "qemu-run: the console was silent for $silent s ($(date -u '+%F %T UTC')); QEMU pid $qpid"
+            for cmd in "info status" "info cpus" "info registers -a"; do
+                echo "=== $cmd"
+                hmp "$cmd" || echo "(monitor not reached)"
+            done
+            for ((cpu = 0; cpu < SMP; cpu++)); do
+                echo "=== info lapic $cpu"
+                hmp "info lapic $cpu" || echo "(monitor not reached)"
+            done
+            echo "=== QEMU's threads (gdb)"
+            if command -v gdb >/dev/null; then
+                timeout 120 gdb -batch -p "$qpid" -ex 'thread apply all bt' 2>&1 |
+                    grep -vE '^\[(New|Thread debugging)|^Using host libthread' || true
+            else
+                echo "(gdb is not installed)"
+            fi
+        } >"$LOG.stall" 2>&1
+        log "the console was silent for $silent s: QEMU's state is in $LOG.stall"
+        return 0
+    done
 }
 if ((PCIE_PORT)); then
     hmp_relay &
     RELAYPID=$!
+fi
+STALL_DUMP=${RBLK_STALL_DUMP:-$DEFAULT_STALL_DUMP}
+[[ "$STALL_DUMP" =~ ^[0-9]+$ ]] || die "RBLK_STALL_DUMP must be a number of seconds (0: never)"
+if ((KEEP_LOG && STALL_DUMP > 0)); then
+    rm -f "$LOG.stall"
+    stall_dump &
+    STALLPID=$!
 fi
 if [[ -n "$INIT_DEADLINE" ]]; then
     NO_INIT_FLAG=$(mktemp "${TMPDIR:-/tmp}/qemu-run.noinit.XXXXXX")
@@ -433,6 +490,11 @@ if [[ -n "$RELAYPID" ]]; then
     kill "$RELAYPID" 2>/dev/null || true
     wait "$RELAYPID" 2>/dev/null || true
     RELAYPID=""
+fi
+if [[ -n "$STALLPID" ]]; then
+    kill "$STALLPID" 2>/dev/null || true
+    wait "$STALLPID" 2>/dev/null || true
+    STALLPID=""
 fi
 if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
 elapsed=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')

@@ -246,6 +246,29 @@ suite_plan() {
 
 # console_tail LOG: the console's last lines, quoted.
 console_tail() { tr -d '\r' <"$1" | tail -n 8 | sed 's/^/    | /'; }
+# stall_summary FILE: from qemu-run's dump of a silent boot (FILE, if there is one), what the
+# vCPUs were doing (halted or running, and where) and each QEMU thread's innermost QEMU function.
+stall_summary() {
+    [[ -s $1 ]] || return 0
+    echo "    | QEMU's state once the console was silent ($1):"
+    awk '
+        function flush() { if (thread != "") print thread ":" frames; thread = "" }
+        /^=== / { flush(); section = $0; next }
+        section == "=== info status" { print; next }
+        section == "=== info registers -a" && /^CPU#/ { cpu = $1; next }
+        section == "=== info registers -a" && /^RIP=/ { print cpu " " $0; next }
+        /^Thread [0-9]+ / {
+            flush(); thread = "thread " $2; n = 0; frames = ""
+            if (match($0, /"[^"]*"/)) thread = thread " " substr($0, RSTART, RLENGTH)
+            next
+        }
+        thread != "" && /^#[0-9]+ / && n < 3 {
+            f = ($3 == "in") ? $4 : $2
+            if (f ~ /^(__|_+pthread|pthread|start_thread|clone|\?\?)/ || f ~ /^syscall$/) next
+            frames = frames (n ? " < " : " ") f; n++
+        }
+        END { flush() }' "$1" | head -n 24 | sed 's/^/    |   /'
+}
 # crash_reports LOG: the kernel reports on the console after /init started.
 crash_reports() { tr -d '\r' <"$1" | sed -n '/rblk-init: started/,$p' | grep -aE "$CRASH_REPORTS" || true; }
 
@@ -325,6 +348,7 @@ boot() {
             crash_reports "$LOGS/$name.log" | head -n 8 | sed 's/^/    | kernel: /'
             echo "    | the console ends:"
             console_tail "$LOGS/$name.log"
+            stall_summary "$LOGS/$name.log.stall"
             tail_shown=1
         else
             echo "    | not run: boot $name ended before it"

@@ -15,6 +15,10 @@ and --timeout 300, the kernel told to start "sleep 600" from the initramfs inste
 reaches /init in under 3 s on an idle host), and checks that guest.sh exits 120 within 60 s,
 says why on stderr, leaves no initrd.*.cpio.gz in the output directory and no lock on the
 NVDIMM image (the next boot can start at once).
+Then boots it again the same way with --init-deadline 200, --timeout 45 and RBLK_STALL_DUMP=10,
+and checks that qemu-run wrote QEMU's state for the silent console next to the log (the
+monitor's answers, the local APIC of each vCPU, and gdb's stacks of QEMU's threads with the
+vCPUs halted in qemu_wait_io_event).
 Prints "PASS name" / "FAIL name" lines.
 USAGE
 }
@@ -58,4 +62,24 @@ if [[ $locked == 0 ]]; then
 else
     echo "FAIL boot_releases_image_lock"
     echo "    | $img is still locked after guest.sh returned (held by pid: $(fuser "$img" 2>/dev/null || true))"
+fi
+
+# A console that stays silent: its QEMU state is dumped (qemu-run's RBLK_STALL_DUMP) while the
+# boot goes on to its --timeout.
+rc=0
+RBLK_STALL_DUMP=10 "$TOP/scripts/guest.sh" --init-deadline 200 --timeout 45 \
+    --append "rdinit=/usr/bin/sleep -- 600" --log "$tmp/silent.log" -- true \
+    >/dev/null 2>"$tmp/silent.stderr" || rc=$?
+stall=$tmp/silent.log.stall
+missing=()
+grep -q "^VM status: running" "$stall" 2>/dev/null || missing+=("the monitor's 'VM status: running'")
+[[ $(grep -c "^dumping local APIC state for CPU" "$stall" 2>/dev/null) -ge 2 ]] ||
+    missing+=("the local APIC of both vCPUs")
+grep -q "in qemu_wait_io_event" "$stall" 2>/dev/null || missing+=("a halted vCPU thread's stack (qemu_wait_io_event)")
+if [[ $rc == 124 && ${#missing[@]} == 0 ]] && grep -q "QEMU's state is in $stall" "$tmp/silent.stderr"; then
+    echo "PASS boot_silent_console_dumps_qemu_state"
+else
+    echo "FAIL boot_silent_console_dumps_qemu_state"
+    echo "    | guest.sh exited $rc (want 124, the timeout); $stall lacks: ${missing[*]:-nothing}"
+    tail -n 3 "$tmp/silent.stderr" | sed 's/^/    | /'
 fi
