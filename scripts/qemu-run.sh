@@ -447,6 +447,13 @@ stall_dump() {
                 echo "=== info lapic $cpu"
                 hmp "info lapic $cpu" || echo "(monitor not reached)"
             done
+            # Whether the guest's timers still run: an armed APIC timer counts down, and a
+            # guest whose ticks come re-arms it.
+            sleep 5
+            for ((cpu = 0; cpu < SMP; cpu++)); do
+                echo "=== info lapic $cpu, 5 s later"
+                hmp "info lapic $cpu" | grep -E '^(Timer|ISR|IRR|LVTT)' || echo "(monitor not reached)"
+            done
             echo "=== QEMU's threads (gdb)"
             if command -v gdb >/dev/null; then
                 timeout 120 gdb -batch -p "$qpid" -ex 'thread apply all bt' 2>&1 |

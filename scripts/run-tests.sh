@@ -252,8 +252,18 @@ stall_summary() {
     [[ -s $1 ]] || return 0
     echo "    | QEMU's state once the console was silent ($1):"
     awk '
-        function flush() { if (thread != "") print thread ":" frames; thread = "" }
-        /^=== / { flush(); section = $0; next }
+        function flush() {
+            if (thread != "") print thread ":" frames
+            if (lapic != "") print lapic
+            thread = ""; lapic = ""
+        }
+        /^=== / {
+            flush(); section = $0
+            if (section ~ /^=== info lapic/) { lapic = section; sub(/^=== info /, "", lapic); lapic = lapic ":" }
+            next
+        }
+        lapic != "" && /^Timer/ { lapic = lapic " timer " $NF }
+        lapic != "" && /^(ISR|IRR)/ { $1 = $1; lapic = lapic ", " $0 }
         section == "=== info status" { print; next }
         section == "=== info registers -a" && /^CPU#/ { cpu = $1; next }
         section == "=== info registers -a" && /^RIP=/ { print cpu " " $0; next }
@@ -267,7 +277,7 @@ stall_summary() {
             if (f ~ /^(__|_+pthread|pthread|start_thread|clone|\?\?)/ || f ~ /^syscall$/) next
             frames = frames (n ? " < " : " ") f; n++
         }
-        END { flush() }' "$1" | head -n 24 | sed 's/^/    |   /'
+        END { flush() }' "$1" | head -n 30 | sed 's/^/    |   /'
 }
 # crash_reports LOG: the kernel reports on the console after /init started.
 crash_reports() { tr -d '\r' <"$1" | sed -n '/rblk-init: started/,$p' | grep -aE "$CRASH_REPORTS" || true; }

@@ -26,27 +26,29 @@ sum_col() { awk -v col="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) 
 # /sys/block/rnvme0n1/stat), counted apart from the driver. One per command for loads without
 # flushes (an fsync's empty preflush request counts as a write there, its flush apart).
 disk_ios() { awk '{ print $1 + $5 + $12 }' /sys/block/rnvme0n1/stat; }
-# hang_watch SECONDS: if the calling test still runs after SECONDS, print on the console (not
-# the kernel log: no verdict changes) the tasks in D state and this suite's tools (fio, nvme,
-# bash) with where they wait, and the disk's requests in flight, so that a hang that ends in
-# the boot's deadline shows where it stopped (the host prints the console's tail). The watcher
-# ends when the test does.
+# hang_watch SECONDS: if the calling test still runs after SECONDS, put in the kernel log (at
+# error level, so the console shows it; no kernel report, so no verdict changes) the tasks in
+# D state and this suite's tools (fio, nvme, bash) with where they wait, and the disk's
+# requests in flight, so that a hang that ends in the boot's deadline shows where it stopped
+# (the host prints the console's tail). Through the kernel log, not a write to the console's
+# tty: the kernel prints without waiting for the serial port's interrupt, which a write to the
+# tty waits for. The watcher ends when the test does.
 hang_watch() {
     local test=$BASHPID
     (
         sleep "$1"
         kill -0 "$test" 2>/dev/null || exit 0
         {
-            echo "rblk-watchdog: the test still runs after $1 s; waiting tasks:"
+            echo "the test still runs after $1 s; waiting tasks:"
             for p in /proc/[0-9]*; do
                 st=$(awk '{ print $3 }' "$p/stat" 2>/dev/null) || continue
                 comm=$(cat "$p/comm" 2>/dev/null) || continue
                 [[ $st == D || $comm =~ ^(fio|nvme|bash)$ ]] || continue
-                echo "rblk-watchdog: ${p#/proc/} $comm $st $(cat "$p/wchan" 2>/dev/null)"
-                [[ $st != D ]] || head -n 8 "$p/stack" 2>/dev/null | sed 's/^/rblk-watchdog:   /'
+                echo "${p#/proc/} $comm $st $(cat "$p/wchan" 2>/dev/null)"
+                [[ $st != D ]] || head -n 8 "$p/stack" 2>/dev/null | sed 's/^/  /'
             done
-            echo "rblk-watchdog: in flight (rnvme0n1): $(cat /sys/block/rnvme0n1/inflight 2>/dev/null || echo no disk)"
-        } >/dev/console 2>&1
+            echo "in flight (rnvme0n1): $(cat /sys/block/rnvme0n1/inflight 2>/dev/null || echo no disk)"
+        } | while IFS= read -r line; do echo "<3>rblk-watchdog: $line" >/dev/kmsg; done
     ) &
 }
 
