@@ -23,6 +23,7 @@ TAIL_POLL=0.2                         # seconds: how often the console follower 
 EXIT_TIMEOUT=124                      # our status when the guest timed out without a status line
 EXIT_NO_STATUS=125                    # our status when QEMU ended without a status line
 EXIT_NO_INIT=120                      # our status when the guest did not reach /init in time
+EXIT_TIMER_STALL=121                  # our status when a vCPU stopped taking its timer interrupts
 INIT_MARKER="rblk-init: started"      # the first console line of scripts/make-initramfs.sh's /init
 KERNEL_ARGS_BASE="console=ttyS0 panic=-1 loglevel=7"
 IMG_DIR=${RBLK_IMAGES:-/var/tmp/rust-blk-images}
@@ -42,8 +43,9 @@ Boots QEMU (machine pc,nvdimm=on; TCG with -cpu max, or KVM with -cpu host if RB
 streams the serial console to stdout and to the log file, and exits with the status from the
 guest's "RBLK-EXIT <n>" line (see scripts/make-initramfs.sh --cmd). Without that line: $EXIT_TIMEOUT
 if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repeated), $EXIT_NO_INIT if
---init-deadline passed before the guest's /init started (QEMU is killed), else $EXIT_NO_STATUS
-(guest panicked, QEMU failed to start, ...).
+--init-deadline passed before the guest's /init started (QEMU is killed), $EXIT_TIMER_STALL if a vCPU
+stopped taking its timer interrupts (see RBLK_STALL_DUMP below; QEMU is killed), else
+$EXIT_NO_STATUS (guest panicked, QEMU failed to start, ...).
 
   --smp N             vCPUs (default $DEFAULT_SMP)
   --mem SIZE          guest RAM (default $DEFAULT_MEM); SIZEs take K/M/G/T suffixes (powers of
@@ -111,7 +113,11 @@ monitor listens; default a temporary path), RBLK_STALL_DUMP (seconds, default $D
 0: never): once the console of a boot with --log FILE has been silent that long, QEMU's state
 goes to FILE.stall (the monitor's info status, cpus, registers and lapic of each vCPU, and every QEMU
 thread's stack from gdb, if installed): whether a silent guest waits in its own code, with its
-vCPUs halted, or QEMU is stuck under it.
+vCPUs halted, or QEMU is stuck under it. If the kernel reported a CPU's timer missing on the
+console ("Possible timer handling issue on cpu=N", RCU's stall report) and the dump shows that
+vCPU halted with interrupts on, its APIC timer run out and no interrupt pending or in service,
+both times 5 s apart, QEMU is ended then ($EXIT_TIMER_STALL): that CPU waits for an interrupt
+that does not come, and the guest with it (seen under TCG during PCI function resets).
 With a terminal on stdin it is handed to the guest console (Ctrl-A X quits QEMU).
 USAGE
 }
@@ -325,7 +331,7 @@ QEMU+=(-serial "file:$LOG.results")
 # QEMU runs under `timeout` (which enforces the deadline even if this script is killed), writes the
 # console to the log file, and `tail` follows the file to stdout until QEMU is gone.
 # --foreground keeps QEMU in our process group, so it can read the terminal when there is one.
-TPID="" TAILPID="" WATCHPID="" RELAYPID="" STALLPID="" STTY_SAVED="" NO_INIT_FLAG=""
+TPID="" TAILPID="" WATCHPID="" RELAYPID="" STALLPID="" TIMER_STALL_FLAG="" STTY_SAVED="" NO_INIT_FLAG=""
 # Hand the terminal to the guest only when it is ours (foreground); otherwise QEMU would stop on
 # SIGTTIN. Any other stdin is not forwarded.
 GUEST_STDIN=/dev/null
@@ -351,6 +357,7 @@ cleanup() {
     if [[ -n "$STALLPID" ]]; then kill "$STALLPID" 2>/dev/null || true; fi
     rm -f "$HMP_SOCK"
     if [[ -n "$NO_INIT_FLAG" ]]; then rm -f "$NO_INIT_FLAG"; fi
+    if [[ -n "$TIMER_STALL_FLAG" ]]; then rm -f "$TIMER_STALL_FLAG"; fi
     if [[ -n "$STTY_SAVED" ]]; then stty "$STTY_SAVED" 2>/dev/null || true; fi
     [[ "$KEEP_LOG" == 1 ]] || rm -f "$LOG" "$LOG.results"
     exit "$rc"
@@ -376,11 +383,7 @@ watch_init() {
         grep -qaF "$INIT_MARKER" "$LOG" && return 0
         if ((waited >= INIT_DEADLINE)); then
             : >"$NO_INIT_FLAG"
-            local qpids=()
-            mapfile -t qpids < <(pgrep -P "$TPID" || true)
-            kill -TERM "$TPID" 2>/dev/null || true
-            sleep "$KILL_GRACE"
-            kill -KILL "$TPID" "${qpids[@]}" 2>/dev/null || true
+            end_qemu
             return 0
         fi
         sleep 1
@@ -463,8 +466,20 @@ stall_dump() {
             fi
         } >"$LOG.stall" 2>&1
         log "the console was silent for $silent s: QEMU's state is in $LOG.stall"
+        if cpu=$("$(dirname "$0")/timer-stall.sh" "$LOG"); then
+            echo "$cpu" >"$TIMER_STALL_FLAG"
+            end_qemu
+        fi
         return 0
     done
+}
+# end_qemu: SIGTERM to QEMU (through timeout(1)), SIGKILL after KILL_GRACE seconds.
+end_qemu() {
+    local qpids=()
+    mapfile -t qpids < <(pgrep -P "$TPID" || true)
+    kill -TERM "$TPID" 2>/dev/null || true
+    sleep "$KILL_GRACE"
+    kill -KILL "$TPID" "${qpids[@]}" 2>/dev/null || true
 }
 if ((PCIE_PORT)); then
     hmp_relay &
@@ -474,6 +489,7 @@ STALL_DUMP=${RBLK_STALL_DUMP:-$DEFAULT_STALL_DUMP}
 [[ "$STALL_DUMP" =~ ^[0-9]+$ ]] || die "RBLK_STALL_DUMP must be a number of seconds (0: never)"
 if ((KEEP_LOG && STALL_DUMP > 0)); then
     rm -f "$LOG.stall"
+    TIMER_STALL_FLAG=$(mktemp -u "${TMPDIR:-/tmp}/qemu-run.timerstall.XXXXXX")
     stall_dump &
     STALLPID=$!
 fi
@@ -520,6 +536,9 @@ fi
 if [[ -n "$NO_INIT_FLAG" && -e "$NO_INIT_FLAG" ]]; then
     echo "qemu-run: the guest's /init did not start within $INIT_DEADLINE s (no '$INIT_MARKER' line; the kernel stopped in early boot)$where" >&2
     rc=$EXIT_NO_INIT
+elif [[ -n "$TIMER_STALL_FLAG" && -s "$TIMER_STALL_FLAG" ]]; then
+    echo "qemu-run: vCPU $(cat "$TIMER_STALL_FLAG") stopped taking its timer interrupts (the kernel's RCU report names its timer; halted, interrupts on, APIC timer run out, nothing pending: $LOG.stall); QEMU ended after $elapsed s$where" >&2
+    rc=$EXIT_TIMER_STALL
 elif ((timed_out)); then
     echo "qemu-run: TIMEOUT after $TIMEOUT s$where" >&2
     rc=$EXIT_TIMEOUT

@@ -16,7 +16,7 @@ builds (incremental), rustfmt and clippy over the drivers, then guest boots unde
 ndctl namespaces on a labelled NVDIMM, DAX on it across a reboot, NVMe suite, built-in kernel) and, with --debug, the main and NVMe suites
 again on the debug kernel (lockdep, KASAN, DMA-API debugging, behind an emulated IOMMU) with its kernel log
 checked for any report. Prints one line per test, "PASS <name>" or "FAIL <name>", then the
-known QEMU faults that were retried, a breakdown "drivers: N passed, N failed; C reference:
+known QEMU/TCG faults that were retried, a breakdown "drivers: N passed, N failed; C reference:
 ...; harness: ..." and, as the last line, "N passed, N failed" (all tests). Logs: out/logs/.
 Exits non-zero if any test failed.
 
@@ -39,7 +39,7 @@ The breakdown counts each test by its name (a debug_ prefix aside):
                tests named c_* or *_c_reference
   harness      checks of the test machinery itself: host_setup, build_kernels_and_modules,
                the tests of tests/host/ that check scripts (host_deps, cli, cold_path,
-               boot_deadline), guest_*_ran, guest_*_first_boot, guest_*_plan,
+               boot_deadline, timer_stall), guest_*_ran, guest_*_first_boot, guest_*_plan,
                guest_*_results_port, guest_*_exit_status, boot_to_init and the guest tests
                named harness_*
   drivers      every other test: rust_pmem and rust_nvme_mq (their guest tests, kernel-log
@@ -53,7 +53,7 @@ The breakdown counts each test by its name (a debug_ prefix aside):
             for developers: run only the guest boots and host-side tests named in NAMES
             (comma-separated): boots by their log's name (main, persist_write, nvme,
             nvme_cli, debug_nvme, ... as in out/logs/NAME.log), host tests by theirs (cli,
-            lint, host_deps, cold_path, boot_deadline). The host setup is skipped,
+            lint, host_deps, cold_path, boot_deadline, timer_stall). The host setup is skipped,
             scripts/prepare.sh runs (with --no-builtin unless "builtin" is named); the host
             checks that read a boot's log run with it. E.g. --only main,nvme_cli. A "check"
             boot needs its "write" boot in the same run (persist_write,persist_check: the
@@ -135,7 +135,7 @@ result() { # PASS|FAIL NAME
 QEMU_FAULTS=()  # known QEMU faults after which a boot was retried: "BOOT: what"
 finish() {
     local k line=""
-    echo "known QEMU faults (the boot retried, not counted as a failure): ${#QEMU_FAULTS[@]}"
+    echo "known QEMU/TCG faults (the boot retried, not counted as a failure): ${#QEMU_FAULTS[@]}"
     for k in "${QEMU_FAULTS[@]}"; do echo "    | $k"; done
     for k in drivers c_reference harness; do
         line+="${line:+; }${k/c_reference/C reference}: ${kind_passed[$k]} passed, ${kind_failed[$k]} failed"
@@ -149,7 +149,7 @@ finish() {
 # of the scripts that check the project's scripts (see HARNESS_HOST) count as harness tests,
 # the others (lint, over the drivers' code; the NVMe shutdown traces) by their names. A script
 # that exits non-zero (it died before its last check) fails as host_NAME_exit_status.
-HARNESS_HOST=" host_deps cli cold_path boot_deadline "
+HARNESS_HOST=" host_deps cli cold_path boot_deadline timer_stall "
 host() {
     local name=$1 s lines rc=0
     shift
@@ -199,6 +199,7 @@ host_test host_deps "$TOP/tests/host/host-deps.sh"
 host_test cli "$TOP/tests/host/cli.sh"
 host_test cold_path "$TOP/tests/host/cold-path.sh"
 host_test overflow_model "$TOP/tests/host/overflow-model.sh"
+host_test timer_stall "$TOP/tests/host/timer-stall.sh"
 
 # The debug suites run when asked for (--debug, or a debug boot named in --only): they take
 # ~40 min under TCG, and a hang in one of them up to its boot's 30 min deadline, which with the
@@ -306,6 +307,9 @@ boot() {
         if grep -qE 'QEMU exit status (134|135|139)' "$LOGS/$name.stderr"; then
             QEMU_FAULTS+=("$name: QEMU crashed ($(grep -oE 'QEMU exit status [0-9]+' "$LOGS/$name.stderr"); log: $LOGS/$name.attempt1.log)")
             echo "test: NOTE: boot $name: QEMU crashed ($(grep -oE 'QEMU exit status [0-9]+' "$LOGS/$name.stderr")), booting again; console tail:"
+        elif [[ $rc == 121 ]]; then
+            QEMU_FAULTS+=("$name: $(grep -oE 'vCPU [0-9]+ stopped taking its timer interrupts' "$LOGS/$name.stderr") (RCU's report on the console; halted, interrupts on, APIC timer run out, nothing pending; cause open, docs/tests.md; log: $LOGS/$name.attempt1.log, QEMU's state: $LOGS/$name.attempt1.log.stall)")
+            echo "test: NOTE: boot $name: a vCPU stopped taking its timer interrupts (see the summary), booting again; console tail:"
         elif [[ $rc == 120 ]]; then
             result FAIL "guest_${name}_first_boot"
             echo "    | the kernel stopped before /init ($(grep -oE "did not start within [0-9]+ s" "$LOGS/$name.stderr")), booting again; console tail:"
@@ -320,6 +324,7 @@ boot() {
         mv "$LOGS/$name.log" "$LOGS/$name.attempt1.log"
         mv -f "$LOGS/$name.log.results" "$LOGS/$name.attempt1.log.results" 2>/dev/null || true
         mv "$LOGS/$name.stderr" "$LOGS/$name.attempt1.stderr"
+        mv -f "$LOGS/$name.log.stall" "$LOGS/$name.attempt1.log.stall" 2>/dev/null || true
     done
     local lines plan test verdict first_missing=1 tail_shown=0
     local -A reported=() planned=()
