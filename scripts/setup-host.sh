@@ -33,7 +33,7 @@ BINDGEN_VERSION=0.73.2
 PKGS=("clang$RBLK_LLVM" "lld$RBLK_LLVM" "llvm$RBLK_LLVM" "libclang$RBLK_LLVM-dev"
       flex bison bc libelf-dev libssl-dev cpio kmod make
       qemu-system-x86 qemu-utils fio nvme-cli ndctl e2fsprogs util-linux busybox-static
-      python3-matplotlib rsync xz-utils gcc libc6-dev shfmt patch psmisc linux-perf udev)
+      python3-matplotlib rsync xz-utils gcc libc6-dev shfmt patch psmisc linux-perf udev gdb)
 # Commands the scripts take from the Rust toolchain rather than from a Debian package.
 CARGO_CMDS=(rustup cargo rustc rustfmt bindgen)
 STATE=${RBLK_STATE:-/var/lib/rust-blk}
