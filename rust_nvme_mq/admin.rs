@@ -149,7 +149,7 @@ impl AdminQueue {
             if self.head == 0 {
                 self.phase = !self.phase;
             }
-            regs.cq_doorbell(0, self.head);
+            regs.ring(regs.doorbells(0).cq, self.head);
             match self.slots.get_mut(usize::from(cqe.cid)) {
                 Some(slot @ Slot::Waiting) => *slot = Slot::Done(cqe.done),
                 Some(slot @ Slot::Abandoned) => *slot = Slot::Free,
@@ -170,7 +170,7 @@ impl AdminQueue {
         cmd::write_sqe(&self.sq, self.tail, &sqe)?;
         self.slots[usize::from(cid)] = Slot::Waiting;
         self.tail = (self.tail + 1) % ADMIN_DEPTH;
-        regs.sq_doorbell(0, self.tail);
+        regs.ring(regs.doorbells(0).sq, self.tail);
         Ok(Ticket { cid })
     }
 

@@ -8,7 +8,7 @@
 
 use crate::{
     cmd::{self, Sqe},
-    regs::Regs,
+    regs::{Doorbells, Regs},
     request::{self, NsAddr, NvmeOps, SlotDma},
     transfer::{SlotLists, Transfer},
 };
@@ -491,6 +491,8 @@ pub(crate) struct IoQueue {
     pub(crate) qid: u16,
     pub(crate) depth: u16,
     regs: Arc<Regs>,
+    /// The queue pair's doorbells in `regs`.
+    doorbells: Doorbells,
     dev: DmaDevice,
     sq: Coherent<[u8]>,
     cq: Coherent<[u8]>,
@@ -524,12 +526,14 @@ impl IoQueue {
         let cq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<cmd::Cqe>(), GFP_KERNEL)?;
         let lists = SlotLists::new(dev, n - 1)?;
         let dev = DmaDevice::new(dev)?;
+        let doorbells = regs.doorbells(qid);
         Arc::pin_init(
             try_pin_init!(Self {
                 ctrl_index,
                 qid,
                 depth,
                 regs,
+                doorbells,
                 dev,
                 sq,
                 cq,
@@ -685,7 +689,7 @@ impl IoQueue {
     /// queue's `unrung` mark, if any, stays for its owner to clear).
     fn push(&self, st: &mut QueueState, sqe: Sqe) {
         self.write(st, sqe);
-        self.regs.sq_doorbell(self.qid, st.sq_tail);
+        self.regs.ring(self.doorbells.sq, st.sq_tail);
     }
 
     /// Put the command of slot `cid` at the tail of the submission queue, without telling the
@@ -711,7 +715,7 @@ impl IoQueue {
     /// `unrung` if it was in.
     #[inline]
     fn ring(&self, st: &mut QueueState, unrung: &Unrung) {
-        self.regs.sq_doorbell(self.qid, st.sq_tail);
+        self.regs.ring(self.doorbells.sq, st.sq_tail);
         if st.unrung {
             st.unrung = false;
             unrung.0.fetch_sub(1, Relaxed);
@@ -763,7 +767,7 @@ impl IoQueue {
             }
         }
         if reaped.consumed {
-            self.regs.cq_doorbell(self.qid, st.cq_head);
+            self.regs.ring(self.doorbells.cq, st.cq_head);
         }
         reaped
     }

@@ -151,6 +151,17 @@ impl CSTS {
     }
 }
 
+/// A doorbell register: its offset in BAR0.
+#[derive(Clone, Copy)]
+pub(crate) struct Doorbell(usize);
+
+/// The doorbells of a queue pair: the submission queue's tail, the completion queue's head.
+#[derive(Clone, Copy)]
+pub(crate) struct Doorbells {
+    pub(crate) sq: Doorbell,
+    pub(crate) cq: Doorbell,
+}
+
 /// Access to the controller's registers and doorbells, shared with the queues.
 pub(crate) struct Regs {
     bar: pci::DevresBar<SIZE>,
@@ -211,21 +222,21 @@ impl Regs {
         Ok(())
     }
 
-    fn doorbell(&self, index: usize, value: u16) {
-        if let Some(bar) = self.bar.try_access() {
-            let offset = DOORBELLS + index * self.cap.doorbell_stride();
-            let _ = bar.try_write32(u32::from(value), offset);
+    /// The two doorbells of queue `qid`, their offsets computed once (for the queue's life).
+    pub(crate) fn doorbells(&self, qid: u16) -> Doorbells {
+        let at = |index: usize| Doorbell(DOORBELLS + index * self.cap.doorbell_stride());
+        Doorbells {
+            sq: at(2 * usize::from(qid)),
+            cq: at(2 * usize::from(qid) + 1),
         }
     }
 
-    /// Ring the submission queue tail doorbell of queue `qid`.
-    pub(crate) fn sq_doorbell(&self, qid: u16, tail: u16) {
-        self.doorbell(2 * usize::from(qid), tail);
-    }
-
-    /// Ring the completion queue head doorbell of queue `qid`.
-    pub(crate) fn cq_doorbell(&self, qid: u16, head: u16) {
-        self.doorbell(2 * usize::from(qid) + 1, head);
+    /// Write `value` to `doorbell` (a submission queue's tail or a completion queue's head).
+    #[inline]
+    pub(crate) fn ring(&self, doorbell: Doorbell, value: u16) {
+        if let Some(bar) = self.bar.try_access() {
+            let _ = bar.try_write32(u32::from(value), doorbell.0);
+        }
     }
 
     /// Wait until CSTS.RDY is `ready`, at most CAP.TO. `EIO`: CSTS.CFS while waiting for
