@@ -86,7 +86,7 @@ impl Outcome {
 /// The admin queue pair, used synchronously.
 pub(crate) struct AdminQueue {
     sq: Coherent<[u8]>,
-    cq: Coherent<[u8]>,
+    cq: Coherent<[cmd::CqeDwords]>,
     tail: u16,
     head: u16,
     phase: bool,
@@ -103,7 +103,7 @@ impl AdminQueue {
         let entries = usize::from(ADMIN_DEPTH);
         Ok(Self {
             sq: Coherent::<u8>::zeroed_slice(dev, entries * size_of::<Sqe>(), GFP_KERNEL)?,
-            cq: Coherent::<u8>::zeroed_slice(dev, entries * size_of::<cmd::Cqe>(), GFP_KERNEL)?,
+            cq: Coherent::<cmd::CqeDwords>::zeroed_slice(dev, entries, GFP_KERNEL)?,
             tail: 0,
             head: 0,
             phase: true,

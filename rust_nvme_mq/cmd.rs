@@ -568,20 +568,47 @@ pub(crate) fn write_sqe(ring: &Coherent<[u8]>, index: u16, sqe: &Sqe) -> Result 
     Ok(())
 }
 
+/// A completion queue entry as the rings hold it: its four dwords (a [`Cqe`], read a dword
+/// at a time, little-endian as the controller writes them). A ring of these is indexed with
+/// one bounds check per access; a ring of bytes needs a range, size and alignment check per
+/// entry.
+pub(crate) type CqeDwords = [u32; 4];
+
+/// Which dword of a [`CqeDwords`] holds `result`.
+const CQE_RESULT_DW: usize = core::mem::offset_of!(Cqe, result) / 4;
+/// Which dword holds the command id (bits 15:0) and the status word (bits 31:16, phase tag
+/// in bit 16).
+const CQE_CID_STATUS_DW: usize = core::mem::offset_of!(Cqe, cid) / 4;
+const _: () = assert!(
+    core::mem::offset_of!(Cqe, cid) % 4 == 0
+        && core::mem::offset_of!(Cqe, status) == core::mem::offset_of!(Cqe, cid) + 2
+        && core::mem::offset_of!(Cqe, result) % 4 == 0
+        && size_of::<Cqe>() == size_of::<CqeDwords>()
+);
+
 /// The completion at entry `index` of `ring`, if its phase tag is `phase` (it is new).
 #[inline]
-pub(crate) fn read_cqe(ring: &Coherent<[u8]>, index: u16, phase: bool) -> Result<Option<CqEntry>> {
-    let cqe = entry::<Cqe>(ring, usize::from(index))?;
-    // The status word first: the rest is only valid once its phase tag has flipped.
-    let status = io_project!(cqe, .status).copy_read().get();
+pub(crate) fn read_cqe(
+    ring: &Coherent<[CqeDwords]>,
+    index: u16,
+    phase: bool,
+) -> Result<Option<CqEntry>> {
+    // The dword with the status word first: the rest is only valid once its phase tag has
+    // flipped. The command id is in the same dword, written with the status.
+    let cid_status = u32::from_le(
+        io_project!(ring, [try: usize::from(index)][build: CQE_CID_STATUS_DW]).copy_read(),
+    );
+    let status = (cid_status >> 16) as u16;
     if (status & 1 != 0) != phase {
         return Ok(None);
     }
     Ok(Some(CqEntry {
-        cid: io_project!(cqe, .cid).copy_read().get(),
+        cid: cid_status as u16,
         done: Completion {
             status: status >> 1,
-            result: io_project!(cqe, .result).copy_read().get(),
+            result: u32::from_le(
+                io_project!(ring, [try: usize::from(index)][build: CQE_RESULT_DW]).copy_read(),
+            ),
         },
     }))
 }
@@ -596,9 +623,9 @@ pub(crate) fn zero(buf: &Coherent<[u8]>) -> Result {
 }
 
 /// Empty a completion queue of `entries` entries (all phase tags 0).
-pub(crate) fn clear_cq(ring: &Coherent<[u8]>, entries: u16) -> Result {
+pub(crate) fn clear_cq(ring: &Coherent<[CqeDwords]>, entries: u16) -> Result {
     for i in 0..usize::from(entries) {
-        entry::<Cqe>(ring, i)?.copy_write(Cqe::default());
+        io_project!(ring, [try: i]).copy_write(CqeDwords::default());
     }
     Ok(())
 }

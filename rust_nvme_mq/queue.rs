@@ -495,7 +495,7 @@ pub(crate) struct IoQueue {
     doorbells: Doorbells,
     dev: DmaDevice,
     sq: Coherent<[u8]>,
-    cq: Coherent<[u8]>,
+    cq: Coherent<[cmd::CqeDwords]>,
     /// The list area of each slot.
     lists: SlotLists,
     /// How the controller takes data.
@@ -523,7 +523,7 @@ impl IoQueue {
         let n = usize::from(depth);
         let state = QueueState::new(dev, depth, transfer.max_segments())?;
         let sq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<Sqe>(), GFP_KERNEL)?;
-        let cq = Coherent::<u8>::zeroed_slice(dev, n * size_of::<cmd::Cqe>(), GFP_KERNEL)?;
+        let cq = Coherent::<cmd::CqeDwords>::zeroed_slice(dev, n, GFP_KERNEL)?;
         let lists = SlotLists::new(dev, n - 1)?;
         let dev = DmaDevice::new(dev)?;
         let doorbells = regs.doorbells(qid);
