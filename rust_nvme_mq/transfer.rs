@@ -89,9 +89,13 @@ impl Transfer {
     /// Whether a request of `bytes` in `segments` segments uses an SGL rather than PRPs,
     /// before PRPs are tried (the C driver's average segment size rule).
     pub(crate) fn prefers_sgl(&self, bytes: usize, segments: usize) -> bool {
-        self.sgl
-            && self.sgl_threshold != 0
-            && bytes.div_ceil(segments.max(1)) >= self.sgl_threshold as usize
+        // One segment (most requests) needs no division.
+        let average = if segments <= 1 {
+            bytes
+        } else {
+            bytes.div_ceil(segments)
+        };
+        self.sgl && self.sgl_threshold != 0 && average >= self.sgl_threshold as usize
     }
 }
 
