@@ -406,18 +406,6 @@ impl QueueState {
         let _ = self.free.push_within_capacity(cid);
     }
 
-    /// Note who holds slot `cid`, just taken: a request of `origin`.
-    fn occupy(&mut self, cid: u16, origin: Origin) {
-        let borrowed = origin != Origin::Own;
-        if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
-            slot.lent = borrowed;
-        }
-        if borrowed {
-            self.lent += 1;
-            self.lent_max = self.lent_max.max(self.lent);
-        }
-    }
-
     /// Take the request out of slot `cid` and give the slot back.
     #[inline]
     fn take(&mut self, cid: u16) -> Option<ARef<Request<NvmeOps>>> {
@@ -613,10 +601,30 @@ impl IoQueue {
             Ok(cid) => cid,
             Err(refusal) => return Err(refusal.give_back(rq)),
         };
-        self.prepare(st, cid, &how, rq)?;
-        st.occupy(cid, origin);
+        let borrowed = origin != Origin::Own;
+        // The slot is looked up once for the whole submission.
+        let Some(slot) = st.slots.get_mut(usize::from(cid)) else {
+            return Err(SubmitError::Failed(rq, EIO));
+        };
+        if let Err((rq, e)) = self.prepare(slot, cid, &how, rq) {
+            // Undoes a mapping made before the failure: the mapping's reference to the
+            // request goes, so `queue_rq` can hand it back to the block layer.
+            st.release(cid);
+            return Err(SubmitError::Failed(rq, e));
+        }
+        slot.lent = borrowed;
+        let give = how.delivery == Delivery::Give;
+        if give {
+            // The command as the slot keeps it (for a retry): built there, copied once, to
+            // the ring. Cannot fail: `sq_tail` < `depth`, the queue's size.
+            let _ = cmd::write_sqe(&self.sq, st.sq_tail, &slot.sqe);
+        }
+        if borrowed {
+            st.lent += 1;
+            st.lent_max = st.lent_max.max(st.lent);
+        }
         self.stats.submitted.add(1, Relaxed);
-        if how.delivery == Delivery::Lose {
+        if !give {
             pr_warn!(
                 "queue {}: losing command {} (fault injection)\n",
                 self.qid,
@@ -624,8 +632,7 @@ impl IoQueue {
             );
             return Ok(());
         }
-        // The command as the slot keeps it (for a retry): built there, copied once, to the ring.
-        self.write_slot(st, cid);
+        st.advance_sq(self.depth);
         if how.last {
             self.ring(st, how.unrung);
         } else {
@@ -646,20 +653,17 @@ impl IoQueue {
         }
     }
 
-    /// Build the command of `rq` (for the namespace of `how`) into slot `cid`, claimed by
-    /// [`IoQueue::submit`], and hold the request there. On failure the slot is free again
-    /// and the request handed back.
+    /// Build the command of `rq` (for the namespace of `how`) into `slot`, of id `cid`,
+    /// claimed by [`IoQueue::submit`], and hold the request there. On failure the request is
+    /// handed back, and the caller gives the slot back (undoing a mapping made meanwhile).
     #[inline]
     fn prepare(
         &self,
-        st: &mut QueueState,
+        slot: &mut Slot,
         cid: u16,
         how: &Submission<'_>,
         rq: ARef<Request<NvmeOps>>,
-    ) -> Result<(), SubmitError> {
-        let Some(slot) = st.slots.get_mut(usize::from(cid)) else {
-            return Err(SubmitError::Failed(rq, EIO));
-        };
+    ) -> Result<(), (ARef<Request<NvmeOps>>, Error)> {
         let dma = SlotDma {
             dev: &self.dev,
             maps: &mut slot.maps,
@@ -669,12 +673,7 @@ impl IoQueue {
         };
         match request::command(how.ns, &rq, dma) {
             Ok(sqe) => slot.sqe = sqe,
-            Err(e) => {
-                // Undoes a mapping made before the failure: the mapping's reference to the
-                // request goes, so `queue_rq` can hand it back to the block layer.
-                st.release(cid);
-                return Err(SubmitError::Failed(rq, e));
-            }
+            Err(e) => return Err((rq, e)),
         }
         slot.sqe.set_cid(cid);
         slot.log_failure = how.log_failure;
@@ -690,17 +689,6 @@ impl IoQueue {
     fn push(&self, st: &mut QueueState, sqe: Sqe) {
         self.write(st, sqe);
         self.regs.ring(self.doorbells.sq, st.sq_tail);
-    }
-
-    /// Put the command of slot `cid` at the tail of the submission queue, without telling the
-    /// controller: copied from the slot to the ring, with no copy in between.
-    #[inline]
-    fn write_slot(&self, st: &mut QueueState, cid: u16) {
-        if let Some(slot) = st.slots.get(usize::from(cid)) {
-            // Cannot fail: `sq_tail` < `depth`, the queue's size.
-            let _ = cmd::write_sqe(&self.sq, st.sq_tail, &slot.sqe);
-        }
-        st.advance_sq(self.depth);
     }
 
     /// Put `sqe` at the tail of the submission queue, without telling the controller.
