@@ -632,6 +632,14 @@ impl IoQueue {
             );
             return Ok(());
         }
+        self.publish(st, &how);
+        Ok(())
+    }
+
+    /// Move the tail past the command just written there, and write the doorbell if `how`
+    /// ends a batch; otherwise the queue waits for it, counted in `how.unrung`.
+    #[inline]
+    fn publish(&self, st: &mut QueueState, how: &Submission<'_>) {
         st.advance_sq(self.depth);
         if how.last {
             self.ring(st, how.unrung);
@@ -642,7 +650,6 @@ impl IoQueue {
                 how.unrung.0.add(1, Relaxed);
             }
         }
-        Ok(())
     }
 
     /// Write the doorbell if commands wait for it (counted in `unrung`).
