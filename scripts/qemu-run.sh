@@ -23,7 +23,7 @@ TAIL_POLL=0.2                         # seconds: how often the console follower 
 EXIT_TIMEOUT=124                      # our status when the guest timed out without a status line
 EXIT_NO_STATUS=125                    # our status when QEMU ended without a status line
 EXIT_NO_INIT=120                      # our status when the guest did not reach /init in time
-EXIT_TIMER_STALL=121                  # our status when a vCPU stopped taking its timer interrupts
+EXIT_TIMER_STALL=121                  # our status when a vCPU stopped taking interrupts
 INIT_MARKER="rblk-init: started"      # the first console line of scripts/make-initramfs.sh's /init
 KERNEL_ARGS_BASE="console=ttyS0 panic=-1 loglevel=7"
 IMG_DIR=${RBLK_IMAGES:-/var/tmp/rust-blk-images}
@@ -44,7 +44,7 @@ streams the serial console to stdout and to the log file, and exits with the sta
 guest's "RBLK-EXIT <n>" line (see scripts/make-initramfs.sh --cmd). Without that line: $EXIT_TIMEOUT
 if the timeout hit (QEMU is killed, the last $TAIL_LINES console lines are repeated), $EXIT_NO_INIT if
 --init-deadline passed before the guest's /init started (QEMU is killed), $EXIT_TIMER_STALL if a vCPU
-stopped taking its timer interrupts (see RBLK_STALL_DUMP below; QEMU is killed), else
+stopped taking interrupts (see RBLK_STALL_DUMP below; QEMU is killed), else
 $EXIT_NO_STATUS (guest panicked, QEMU failed to start, ...).
 
   --smp N             vCPUs (default $DEFAULT_SMP)
@@ -110,14 +110,15 @@ two runs cannot share one by accident. Environment: RBLK_IMAGES (image dir, defa
 RBLK_QEMU (QEMU binary), RBLK_QEMU_PLUGIN (a TCG plugin and its arguments, given to -plugin;
 used by the instruction-count profile, tools/insn-count), RBLK_HMP_SOCK (where QEMU's human
 monitor listens; default a temporary path), RBLK_STALL_DUMP (seconds, default $DEFAULT_STALL_DUMP,
-0: never): once the console of a boot with --log FILE has been silent that long, QEMU's state
-goes to FILE.stall (the monitor's info status, cpus, registers and lapic of each vCPU, and every QEMU
-thread's stack from gdb, if installed): whether a silent guest waits in its own code, with its
-vCPUs halted, or QEMU is stuck under it. If the kernel reported a CPU's timer missing on the
-console ("Possible timer handling issue on cpu=N", RCU's stall report) and the dump shows that
-vCPU halted with interrupts on, its APIC timer run out and no interrupt pending or in service,
-both times 5 s apart, QEMU is ended then ($EXIT_TIMER_STALL): that CPU waits for an interrupt
-that does not come, and the guest with it (seen under TCG during PCI function resets).
+0: never): once the console of a boot with --log FILE has been silent that long, or shows a
+sign of a hang (a hung-task or RCU stall report, a test suite's hang_watch; up to 3 times a
+boot), QEMU's state goes to FILE.stall (the monitor's info status, cpus, registers and lapic of
+each vCPU twice 5 s apart, and every QEMU thread's stack from gdb, if installed): whether a hung
+guest waits in its own code, with its vCPUs halted, or QEMU is stuck under it. If the dump
+shows a vCPU halted with interrupts on that waits for an interrupt its APIC does not give it,
+both times (its timer run out and never raised, or an end of interrupt lost; if RCU's stall
+report named a CPU's timer, that CPU: scripts/timer-stall.sh), QEMU is ended then
+($EXIT_TIMER_STALL): the guest waits on that CPU (seen under TCG during PCI function resets).
 With a terminal on stdin it is handed to the guest console (Ctrl-A X quits QEMU).
 USAGE
 }
@@ -425,23 +426,37 @@ hmp_relay() {
         log "monitor: $cmd: ${reply//$'\n'/ / }"
     done < <(tail -n +1 -s "$TAIL_POLL" -F --pid="$TPID" "$LOG" 2>/dev/null)
 }
-# stall_dump: once the console has been silent for STALL_DUMP seconds, write QEMU's state to
-# LOG.stall (see the usage). Only looks; the boot goes on to its end or its deadline.
+# HANG_SIGNS: what a guest prints when it is hung (the kernel's hung-task and RCU stall reports,
+# the test suites' hang_watch): stall_dump looks at QEMU then, without waiting for silence (a
+# hung-task report every 2 min keeps the console from falling silent).
+HANG_SIGNS='blocked for more than|rcu: INFO: rcu_[a-z]+ detected stalls|rblk-watchdog: the test still runs after'
+# stall_dump: once the console has been silent for STALL_DUMP seconds, or shows a new hang sign
+# (at most STALL_DUMPS times in a boot), write QEMU's state to LOG.stall (see the usage). Only
+# looks, unless a vCPU waits for an interrupt its APIC will not give it (timer-stall.sh): then
+# QEMU is ended. Otherwise the boot goes on to its end or its deadline.
+STALL_DUMPS=3
 stall_dump() {
-    local fd size last_size=-1 silent=0 qpid cpu cmd
+    local fd size last_size=-1 silent=0 signs seen=0 dumps=0 why qpid cpu cmd
     for fd in "${IMAGE_LOCKS[@]}"; do exec {fd}<&-; done
-    while kill -0 "$TPID" 2>/dev/null; do
+    while kill -0 "$TPID" 2>/dev/null && ((dumps < STALL_DUMPS)); do
         sleep 10
         size=$(stat -c %s "$LOG" 2>/dev/null) || return 0
         if [[ $size != "$last_size" ]]; then
             last_size=$size silent=0
-            continue
+            signs=$(grep -caE "$HANG_SIGNS" "$LOG") || true
+            ((signs > seen)) || continue
+            seen=$signs
+            why="the console shows a hang: $(grep -aoE "$HANG_SIGNS" "$LOG" | tail -n 1)"
+        else
+            silent=$((silent + 10))
+            # Once per silent spell.
+            ((silent >= STALL_DUMP && silent - 10 < STALL_DUMP)) || continue
+            why="the console was silent for $silent s"
         fi
-        silent=$((silent + 10))
-        ((silent >= STALL_DUMP)) || continue
+        dumps=$((dumps + 1))
         qpid=$(pgrep -P "$TPID" | head -n 1) || return 0
         {
-            echo "qemu-run: the console was silent for $silent s ($(date -u '+%F %T UTC')); QEMU pid $qpid"
+            echo "qemu-run: $why ($(date -u '+%F %T UTC')); QEMU pid $qpid"
             for cmd in "info status" "info cpus" "info registers -a"; do
                 echo "=== $cmd"
                 hmp "$cmd" || echo "(monitor not reached)"
@@ -465,12 +480,12 @@ stall_dump() {
                 echo "(gdb is not installed)"
             fi
         } >"$LOG.stall" 2>&1
-        log "the console was silent for $silent s: QEMU's state is in $LOG.stall"
+        log "$why: QEMU's state is in $LOG.stall"
         if cpu=$("$(dirname "$0")/timer-stall.sh" "$LOG"); then
             echo "$cpu" >"$TIMER_STALL_FLAG"
             end_qemu
+            return 0
         fi
-        return 0
     done
 }
 # end_qemu: SIGTERM to QEMU (through timeout(1)), SIGKILL after KILL_GRACE seconds.
@@ -537,7 +552,7 @@ if [[ -n "$NO_INIT_FLAG" && -e "$NO_INIT_FLAG" ]]; then
     echo "qemu-run: the guest's /init did not start within $INIT_DEADLINE s (no '$INIT_MARKER' line; the kernel stopped in early boot)$where" >&2
     rc=$EXIT_NO_INIT
 elif [[ -n "$TIMER_STALL_FLAG" && -s "$TIMER_STALL_FLAG" ]]; then
-    echo "qemu-run: vCPU $(cat "$TIMER_STALL_FLAG") stopped taking its timer interrupts (the kernel's RCU report names its timer; halted, interrupts on, APIC timer run out, nothing pending: $LOG.stall); QEMU ended after $elapsed s$where" >&2
+    echo "qemu-run: vCPU $(cat "$TIMER_STALL_FLAG") stopped taking interrupts (halted with interrupts on; its APIC timer run out and never raised, or an end of interrupt lost: $LOG.stall); QEMU ended after $elapsed s$where" >&2
     rc=$EXIT_TIMER_STALL
 elif ((timed_out)); then
     echo "qemu-run: TIMEOUT after $TIMEOUT s$where" >&2

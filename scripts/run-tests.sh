@@ -247,11 +247,11 @@ suite_plan() {
 
 # console_tail LOG: the console's last lines, quoted.
 console_tail() { tr -d '\r' <"$1" | tail -n 8 | sed 's/^/    | /'; }
-# stall_summary FILE: from qemu-run's dump of a silent boot (FILE, if there is one), what the
+# stall_summary FILE: from qemu-run's dump of a boot that looked hung (FILE, if there is one), what the
 # vCPUs were doing (halted or running, and where) and each QEMU thread's innermost QEMU function.
 stall_summary() {
     [[ -s $1 ]] || return 0
-    echo "    | QEMU's state once the console was silent ($1):"
+    echo "    | QEMU's state once the guest looked hung ($1):"
     awk '
         function flush() {
             if (thread != "") print thread ":" frames
@@ -307,9 +307,9 @@ boot() {
         if grep -qE 'QEMU exit status (134|135|139)' "$LOGS/$name.stderr"; then
             QEMU_FAULTS+=("$name: QEMU crashed ($(grep -oE 'QEMU exit status [0-9]+' "$LOGS/$name.stderr"); log: $LOGS/$name.attempt1.log)")
             echo "test: NOTE: boot $name: QEMU crashed ($(grep -oE 'QEMU exit status [0-9]+' "$LOGS/$name.stderr")), booting again; console tail:"
-        elif [[ $rc == 121 ]] && grep -q 'stopped taking its timer interrupts' "$LOGS/$name.stderr"; then
-            QEMU_FAULTS+=("$name: $(grep -oE 'vCPU [0-9]+ stopped taking its timer interrupts' "$LOGS/$name.stderr") (RCU's report on the console; halted, interrupts on, APIC timer run out, nothing pending; cause open, docs/tests.md; log: $LOGS/$name.attempt1.log, QEMU's state: $LOGS/$name.attempt1.log.stall)")
-            echo "test: NOTE: boot $name: a vCPU stopped taking its timer interrupts (see the summary), booting again; console tail:"
+        elif [[ $rc == 121 ]] && grep -q 'stopped taking interrupts' "$LOGS/$name.stderr"; then
+            QEMU_FAULTS+=("$name: $(grep -oE 'vCPU [0-9]+ stopped taking interrupts' "$LOGS/$name.stderr") (halted, interrupts on; its APIC timer run out and never raised, or an end of interrupt lost; cause open, docs/tests.md; log: $LOGS/$name.attempt1.log, QEMU's state: $LOGS/$name.attempt1.log.stall)")
+            echo "test: NOTE: boot $name: a vCPU stopped taking interrupts (see the summary), booting again; console tail:"
         elif [[ $rc == 120 ]]; then
             result FAIL "guest_${name}_first_boot"
             echo "    | the kernel stopped before /init ($(grep -oE "did not start within [0-9]+ s" "$LOGS/$name.stderr")), booting again; console tail:"

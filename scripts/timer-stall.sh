@@ -9,14 +9,19 @@ usage() {
     cat <<USAGE
 Usage: $0 LOG [--help]
 
-LOG is a boot's console log; LOG.stall is what qemu-run.sh wrote there once the console was
-silent (RBLK_STALL_DUMP). Prints the CPU number and exits 0 if the kernel reported a CPU's
-timer missing on the console (RCU's "Possible timer handling issue on cpu=N", the last one)
-and, in both looks at its local APIC 5 s apart, that vCPU was halted with interrupts enabled
-(RFL bit 9), its APIC timer had run out (current_count 0) and no interrupt was pending (IRR)
-or in service (ISR): the CPU waits for an interrupt nothing will send, and work queued on it
-(the RCU grace-period kthread's timer, the task the guest waits for) never runs. Exits 1,
-printing nothing, otherwise; 2 if LOG or LOG.stall cannot be read.
+LOG is a boot's console log; LOG.stall is what qemu-run.sh wrote there once the guest looked
+hung (RBLK_STALL_DUMP). Prints the number of a vCPU that waits for an interrupt its local APIC
+will not give it, and exits 0, if in both looks at the APICs 5 s apart that vCPU was halted
+with interrupts enabled (RFL bit 9) and either
+  - its APIC timer had run out (initial_count > 0, current_count 0, LVTT not masked) with no
+    interrupt pending (IRR) or in service (ISR): the timer's interrupt was never raised; or
+  - a vector was in service (ISR): its end of interrupt was never written (Linux writes it
+    before it handles the interrupt and never halts inside a handler), so every interrupt of
+    that priority or lower waits behind it.
+Work queued on that CPU (the RCU grace-period kthread's timer, the task the guest waits for)
+never runs. When the kernel reported a CPU's timer missing on the console (RCU's "Possible
+timer handling issue on cpu=N", the last one), only that vCPU counts. Exits 1, printing
+nothing, otherwise; 2 if LOG or LOG.stall cannot be read.
 USAGE
 }
 case "${1:-}" in
@@ -27,21 +32,44 @@ esac
 LOG=$1
 [[ -r $LOG && -r $LOG.stall ]] || { echo "timer-stall: cannot read $LOG and $LOG.stall" >&2; exit 2; }
 
-cpu=$(tr -d '\r' <"$LOG" | sed -n 's/.*Possible timer handling issue on cpu=\([0-9]\{1,4\}\) .*/\1/p' | tail -n 1)
-[[ -n $cpu ]] || exit 1
-awk -v cpu="$cpu" '
-    /^=== / { section = $0; next }
-    section == "=== info registers -a" && $0 == "CPU#" cpu { regs = 1; next }
-    section == "=== info registers -a" && /^CPU#/ { regs = 0 }
+named=$(tr -d '\r' <"$LOG" | sed -n 's/.*Possible timer handling issue on cpu=\([0-9]\{1,4\}\) .*/\1/p' | tail -n 1)
+# One line per vCPU stuck in both looks, its number.
+stuck=$(awk '
+    /^=== / {
+        section = $0
+        look = ""
+        if (match(section, /^=== info lapic [0-9]+/)) {
+            cpu = substr(section, 16, RLENGTH - 15)
+            look = cpu (section ~ /5 s later$/ ? ",2" : ",1")
+        }
+        next
+    }
+    section == "=== info registers -a" && /^CPU#[0-9]+$/ { cpu = substr($0, 5); next }
     # RFL is hex; IF is its bit 9, the second lowest bit of its third hex digit from the right.
-    regs && /^RIP=/ {
+    section == "=== info registers -a" && /^RIP=/ {
         rfl = $2; sub(/^RFL=/, "", rfl)
         digit = index("0123456789abcdef", tolower(substr(rfl, length(rfl) - 2, 1))) - 1
-        halted = / HLT=1/ && int(digit / 2) % 2 == 1
+        waits[cpu] = / HLT=1/ && int(digit / 2) % 2 == 1
     }
-    section == "=== info lapic " cpu || section == "=== info lapic " cpu ", 5 s later" {
-        if (/^Timer/ && $NF == "0") expired++
-        if (/^(ISR|IRR)\t* \(none\)/) idle++
+    look != "" && /^LVTT\t/ { masked[look] = / masked / }
+    look != "" && /^Timer\t/ {
+        init = $0; sub(/.*initial_count = /, "", init); sub(/ .*/, "", init)
+        expired[look] = init + 0 > 0 && $NF == "0"
     }
-    END { exit !(halted && expired == 2 && idle == 4) }' "$LOG.stall" || exit 1
-echo "$cpu"
+    look != "" && /^ISR\t/ { isr[look] = $0 !~ /\(none\)/ }
+    look != "" && /^IRR\t/ { irr[look] = $0 !~ /\(none\)/ }
+    function lost(l) {
+        return (l in isr) && (isr[l] || (expired[l] && !masked[l] && !irr[l]))
+    }
+    END {
+        for (c in waits)
+            if (waits[c] && lost(c ",1") && lost(c ",2"))
+                print c
+    }' "$LOG.stall" | sort -n)
+if [[ -n $named ]]; then
+    grep -qx "$named" <<<"$stuck" || exit 1
+    echo "$named"
+else
+    [[ -n $stuck ]] || exit 1
+    head -n 1 <<<"$stuck"
+fi

@@ -28,11 +28,12 @@ sum_col() { awk -v col="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) 
 disk_ios() { awk '{ print $1 + $5 + $12 }' /sys/block/rnvme0n1/stat; }
 # hang_watch SECONDS: if the calling test still runs after SECONDS, put in the kernel log (at
 # error level, so the console shows it; no kernel report, so no verdict changes) the tasks in
-# D state and this suite's tools (fio, nvme, bash) with where they wait, and the disk's
-# requests in flight, so that a hang that ends in the boot's deadline shows where it stopped
-# (the host prints the console's tail). Through the kernel log, not a write to the console's
-# tty: the kernel prints without waiting for the serial port's interrupt, which a write to the
-# tty waits for. The watcher ends when the test does.
+# D state and this suite's tools (fio, nvme, bash) with where they wait, the disk's requests
+# in flight, the controller's state and the driver's last messages since klog_mark (the
+# console shows errors only), so that a hang that ends in the boot's deadline shows where it
+# stopped (the host prints the console's tail). Through the kernel log, not a write to the
+# console's tty: the kernel prints without waiting for the serial port's interrupt, which a
+# write to the tty waits for. The watcher ends when the test does.
 hang_watch() {
     local test=$BASHPID
     (
@@ -48,6 +49,9 @@ hang_watch() {
                 [[ $st != D ]] || head -n 8 "$p/stack" 2>/dev/null | sed 's/^/  /'
             done
             echo "in flight (rnvme0n1): $(cat /sys/block/rnvme0n1/inflight 2>/dev/null || echo no disk)"
+            echo "controller state: $(cat /sys/block/rnvme0n1/device/state 2>/dev/null || echo none)"
+            echo "the driver's last messages:"
+            klog | grep -aE "rnvme[0-9]|rust_nvme_mq" | grep -v rblk-watchdog | tail -n 12
         } | while IFS= read -r line; do echo "<3>rblk-watchdog: $line" >/dev/kmsg; done
     ) &
 }

@@ -329,6 +329,7 @@ test_nvme_pci_function_reset_under_io() {
     [[ -w $reset ]] || fail "no $reset: the function has no reset method"
     klog_mark
     load_nvme
+    hang_watch 240
     fio_bg fnreset --loops=6
     for n in 1 2; do
         wait_io rnvme0n1

@@ -18,7 +18,9 @@ NVDIMM image (the next boot can start at once).
 Then boots it again the same way with --init-deadline 200, --timeout 45 and RBLK_STALL_DUMP=10,
 and checks that qemu-run wrote QEMU's state for the silent console next to the log (the
 monitor's answers, the local APIC of each vCPU, and gdb's stacks of QEMU's threads with the
-vCPUs halted in qemu_wait_io_event).
+vCPUs halted in qemu_wait_io_event). Last, boots a guest that reports a hang the way the test
+suites' hang_watch does while its console keeps printing for 40 s, and checks that qemu-run
+dumped QEMU's state at the report and let the boot end with the command's status.
 Prints "PASS name" / "FAIL name" lines.
 USAGE
 }
@@ -82,4 +84,21 @@ else
     echo "FAIL boot_silent_console_dumps_qemu_state"
     echo "    | guest.sh exited $rc (want 124, the timeout); $stall lacks: ${missing[*]:-nothing}"
     tail -n 3 "$tmp/silent.stderr" | sed 's/^/    | /'
+fi
+
+# A guest that reports a hang while its console keeps printing (as a hung-task report every
+# 2 min does): QEMU's state is dumped at the report, not after a silence, and, with no vCPU
+# waiting for an interrupt, the boot goes on to its end.
+rc=0
+"$TOP/scripts/guest.sh" --timeout 150 --log "$tmp/sign.log" -- \
+    'echo "<3>rblk-watchdog: the test still runs after 1 s; waiting tasks:" >/dev/kmsg; for i in $(seq 40); do echo "tick $i"; sleep 1; done' \
+    >/dev/null 2>"$tmp/sign.stderr" || rc=$?
+stall=$tmp/sign.log.stall
+if [[ $rc == 0 ]] && grep -q "^dumping local APIC state for CPU" "$stall" 2>/dev/null &&
+    grep -q "the console shows a hang: rblk-watchdog: the test still runs after: QEMU's state is in $stall" "$tmp/sign.stderr"; then
+    echo "PASS boot_hang_sign_dumps_qemu_state"
+else
+    echo "FAIL boot_hang_sign_dumps_qemu_state"
+    echo "    | guest.sh exited $rc (want 0, the command's); $stall $([[ -s $stall ]] && echo written || echo missing)"
+    tail -n 3 "$tmp/sign.stderr" | sed 's/^/    | /'
 fi
