@@ -247,8 +247,9 @@ suite_plan() {
 
 # console_tail LOG: the console's last lines, quoted.
 console_tail() { tr -d '\r' <"$1" | tail -n 8 | sed 's/^/    | /'; }
-# stall_summary FILE: from qemu-run's dump of a boot that looked hung (FILE, if there is one), what the
-# vCPUs were doing (halted or running, and where) and each QEMU thread's innermost QEMU function.
+# stall_summary FILE: from qemu-run's dump of a boot that looked hung (FILE, if there is one),
+# what the vCPUs were doing (halted or running, and where) and each QEMU thread's innermost QEMU
+# function.
 stall_summary() {
     [[ -s $1 ]] || return 0
     echo "    | QEMU's state once the guest looked hung ($1):"
