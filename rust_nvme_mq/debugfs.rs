@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! debugfs: `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/{queues,lose_commands,fail_resets,
-//! inject_status}`. The last three inject faults, for tests only.
+//! debugfs: `/sys/kernel/debug/rust_nvme_mq/rnvme<C>/{queues,batched,lose_commands,
+//! fail_resets,inject_status}`. The last three inject faults, for tests only.
 
 use crate::{ctrl::Ctrl, queueset::COUNTER_COLUMNS};
 use kernel::{
@@ -23,6 +23,21 @@ impl core::fmt::Debug for StatsFile {
             writeln!(f)?;
         }
         Ok(())
+    }
+}
+
+/// The requests blk-mq handed over in batches, and those of them refused, as a debugfs file.
+struct BatchedFile(Arc<Ctrl>);
+
+impl core::fmt::Debug for BatchedFile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let counts = &self.0.queues.batched;
+        writeln!(
+            f,
+            "{} {}",
+            counts.requests.load(Relaxed),
+            counts.refused.load(Relaxed)
+        )
     }
 }
 
@@ -106,6 +121,7 @@ impl Reader for InjectFile {
 /// cannot be created is left out.
 pub(crate) struct CtrlDebugfs {
     _stats: Option<Pin<KBox<File<StatsFile>>>>,
+    _batched: Option<Pin<KBox<File<BatchedFile>>>>,
     _lose: Option<Pin<KBox<File<LoseFile>>>>,
     _fail_resets: Option<Pin<KBox<File<FailResetsFile>>>>,
     _inject: Option<Pin<KBox<File<InjectFile>>>>,
@@ -118,6 +134,7 @@ impl CtrlDebugfs {
         let name = CString::try_from_fmt(fmt!("rnvme{}", ctrl.index))?;
         let dir = root.subdir(&name);
         let stats = dir.read_only_file(c"queues", Ok::<_, Error>(StatsFile(ctrl.clone())));
+        let batched = dir.read_only_file(c"batched", Ok::<_, Error>(BatchedFile(ctrl.clone())));
         let lose = dir.read_write_file(c"lose_commands", Ok::<_, Error>(LoseFile(ctrl.clone())));
         let fail_resets =
             dir.read_write_file(c"fail_resets", Ok::<_, Error>(FailResetsFile(ctrl.clone())));
@@ -125,6 +142,7 @@ impl CtrlDebugfs {
             dir.read_write_file(c"inject_status", Ok::<_, Error>(InjectFile(ctrl.clone())));
         Ok(Self {
             _stats: KBox::pin_init(stats, GFP_KERNEL).ok(),
+            _batched: KBox::pin_init(batched, GFP_KERNEL).ok(),
             _lose: KBox::pin_init(lose, GFP_KERNEL).ok(),
             _fail_resets: KBox::pin_init(fail_resets, GFP_KERNEL).ok(),
             _inject: KBox::pin_init(inject, GFP_KERNEL).ok(),

@@ -18,7 +18,7 @@ use kernel::{
     block::{
         mq::{
             gen_disk::{GenDisk, GenDiskBuilder},
-            Operations, QueueError, QueueMaps, Quiesced, Request, TagSet, TagSetFlag,
+            Operations, QueueError, QueueMaps, Quiesced, Request, RequestList, TagSet, TagSetFlag,
             TimeoutReturn,
         },
         SECTOR_SHIFT,
@@ -73,6 +73,21 @@ impl Operations for NvmeOps {
             ctrl.faults.delivery(),
             is_last,
         )
+    }
+
+    /// A task's plugged requests for this disk at once: each goes where `queue_rq` would send
+    /// it, and the doorbells are written after the last one (or when one is refused).
+    fn queue_rqs(ns: ArcBorrow<'_, Ns>, list: &mut RequestList<'_, Self>) {
+        let (mut requests, mut refused) = (0, 0);
+        while let Some(rq) = list.pop() {
+            requests += 1;
+            let last = list.is_empty();
+            if let Err(refusal) = Self::queue_rq(ns, rq, last) {
+                refused += 1;
+                list.refuse(refusal);
+            }
+        }
+        ns.ctrl.queues.batched.count(requests, refused);
     }
 
     /// The dispatch ended before a request with `is_last`: write the doorbells that wait.

@@ -22,7 +22,11 @@ use kernel::{
     irq::{self, IrqReturn},
     pci,
     prelude::*,
-    sync::{aref::ARef, atomic::Relaxed, Arc},
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
 };
 
 // The policy's pure functions, shared with the host model (`tools/overflow-model`).
@@ -127,6 +131,32 @@ pub(crate) struct QueueSet {
     want: u32,
     /// Queues whose doorbell waits for the end of a dispatch.
     unrung: Unrung,
+    /// Requests taken in batches (`Operations::queue_rqs`), counted once per batch.
+    pub(crate) batched: BatchCounts,
+}
+
+/// How many requests blk-mq handed over in batches (`Operations::queue_rqs`), and how many of
+/// them no queue took (requeued, or ended with an error). Shown in debugfs.
+pub(crate) struct BatchCounts {
+    pub(crate) requests: Atomic<u64>,
+    pub(crate) refused: Atomic<u64>,
+}
+
+impl BatchCounts {
+    fn new() -> Self {
+        Self {
+            requests: Atomic::new(0),
+            refused: Atomic::new(0),
+        }
+    }
+
+    /// Count a batch of `requests`, `refused` of them not taken.
+    pub(crate) fn count(&self, requests: u64, refused: u64) {
+        self.requests.add(requests, Relaxed);
+        if refused > 0 {
+            self.refused.add(refused, Relaxed);
+        }
+    }
 }
 
 impl QueueSet {
@@ -152,6 +182,7 @@ impl QueueSet {
             map,
             want,
             unrung: Unrung::new(),
+            batched: BatchCounts::new(),
         })
     }
 

@@ -22,6 +22,11 @@ qstat() {
 }
 sum_col() { awk -v col="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
     /^[0-9]/ { s += $c } END { print s + 0 }' "$STATS"; }
+# batched [refused]: requests blk-mq handed to the driver in batches (queue_rqs), or of them
+# those no queue took (requeued)
+batched() { local f=/sys/kernel/debug/rust_nvme_mq/rnvme0/batched
+    [[ -r $f ]] || fail "$f missing"
+    if [[ ${1:-} == refused ]]; then awk '{ print $2 }' "$f"; else awk '{ print $1 }' "$f"; fi; }
 # disk_ios: requests the block layer completed on rnvme0n1 (reads + writes + discards in
 # /sys/block/rnvme0n1/stat), counted apart from the driver. One per command for loads without
 # flushes (an fsync's empty preflush request counts as a write there, its flush apart).

@@ -297,15 +297,17 @@ test_nvme_unbind_under_load_clean() {
     unload_nvme
 }
 
-# blk-mq hands a plugged batch to queue_rq with is_last false for all but its last request. The
-# driver writes a queue's doorbell once per batch (C's bd->last) and, at the batch's end or when
-# blk-mq cuts it short (commit_rqs), rings every queue it left commands on, also the queues that
-# requests overflowed to. A command left without its doorbell would wait for its timeout (then
-# the abort and the reset would rescue it): so no command may time out here.
+# blk-mq hands a task's plugged requests to queue_rqs at once, or (without it, or for what it
+# leaves) to queue_rq with is_last false for all but the last. The driver writes a queue's
+# doorbell once per batch (C's bd->last) and, at the batch's end or when blk-mq cuts it short
+# (commit_rqs), rings every queue it left commands on, also the queues that requests overflowed
+# to. A command left without its doorbell would wait for its timeout (then the abort and the
+# reset would rescue it): so no command may time out here. Requests no queue takes in a batch
+# are requeued and must still complete, with their data.
 test_nvme_batched_doorbells() {
     klog_mark
     load_nvme io_timeout=2
-    local sub late
+    local sub late bat ref
     batch_run() { # SUBMIT_BATCH: 4 KiB random writes then their verify, pinned to CPU 0
         fio --name=batch --filename=$DEV --direct=1 --ioengine=io_uring --iodepth=32 \
             --iodepth_batch_submit="$1" --iodepth_batch_complete_min="$1" --rw=randwrite --bs=4k \
@@ -314,23 +316,28 @@ test_nvme_batched_doorbells() {
     }
     # unrung: commands put on the ring without their own doorbell write (a later one covers
     # them).
-    sub=$(sum_col submitted) late=$(sum_col unrung)
+    sub=$(sum_col submitted) late=$(sum_col unrung) bat=$(batched)
     batch_run 1
-    sub=$(($(sum_col submitted) - sub)) late=$(($(sum_col unrung) - late))
-    echo "one at a time: $sub commands, $late without their own doorbell write"
+    sub=$(($(sum_col submitted) - sub)) late=$(($(sum_col unrung) - late)) bat=$(($(batched) - bat))
+    echo "one at a time: $sub commands, $late without their own doorbell write, $bat in batches"
     expect_eq "commands without their own doorbell write, one request per dispatch" "$late" 0
-    sub=$(sum_col submitted) late=$(sum_col unrung)
+    expect_eq "requests handed over in batches (queue_rqs), one request per dispatch" "$bat" 0
+    sub=$(sum_col submitted) late=$(sum_col unrung) bat=$(batched)
     batch_run 16
-    sub=$(($(sum_col submitted) - sub)) late=$(($(sum_col unrung) - late))
-    echo "batches of 16: $sub commands, $late without their own doorbell write"
+    sub=$(($(sum_col submitted) - sub)) late=$(($(sum_col unrung) - late)) bat=$(($(batched) - bat))
+    echo "batches of 16: $sub commands, $late without their own doorbell write, $bat in batches"
     ((late * 2 >= sub)) || fail "only $late of $sub commands in batches of 16 shared a doorbell write"
+    ((bat * 2 >= sub)) || fail "only $bat of $sub requests in batches of 16 came through queue_rqs"
     all_completed
     unload_nvme
-    # Batches larger than a queue: most requests of a batch overflow to other queues.
+    # Batches larger than a queue: most requests of a batch overflow to other queues, and those
+    # that find every queue full are requeued.
     load_nvme io_queue_depth=4 io_timeout=2
     batch_run 16
     cat "$STATS"
+    echo "batched, refused: $(batched) $(batched refused)"
     [[ $(sum_col overflow_in) -gt 0 ]] || fail "no request overflowed: the test load is too light"
+    [[ $(batched refused) -gt 0 ]] || fail "no request of a batch was refused: the test load is too light"
     all_completed
     unload_nvme
     if klog | grep -E "rnvme[0-9]+: .*(timed out|resetting)"; then fail "a command waited for its timeout"; fi
