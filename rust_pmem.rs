@@ -351,16 +351,20 @@ impl core::fmt::Debug for BatchedFile {
 /// `/sys/kernel/debug/rust_pmem-<disk>/batched`, removed when dropped; left out if it cannot
 /// be created.
 struct BatchDebugfs {
+    /// The count the disk's queue adds to.
+    count: Arc<Atomic<u64>>,
     _file: Option<Pin<KBox<debugfs::File<BatchedFile>>>>,
     _dir: debugfs::Dir,
 }
 
 impl BatchDebugfs {
-    fn new(disk: &CStr, batched: &Arc<Atomic<u64>>) -> Result<Self> {
+    fn new(disk: &CStr) -> Result<Self> {
+        let count = Arc::new(Atomic::new(0), GFP_KERNEL)?;
         let name = CString::try_from_fmt(fmt!("rust_pmem-{}", disk.to_str()?))?;
         let dir = debugfs::Dir::new(&name);
-        let file = dir.read_only_file(c"batched", Ok::<_, Error>(BatchedFile(batched.clone())));
+        let file = dir.read_only_file(c"batched", Ok::<_, Error>(BatchedFile(count.clone())));
         Ok(Self {
+            count,
             _file: KBox::pin_init(file, GFP_KERNEL).ok(),
             _dir: dir,
         })
@@ -551,10 +555,7 @@ fn disk_builder(parts: &DiskParts, capacity_sectors: u64) -> Result<GenDiskBuild
 
 /// Make the disk of `parts`.
 fn build_disk(dev: &device::Device<device::Core<'_>>, parts: DiskParts) -> Result<PmemDisk> {
-    let (range, size) = {
-        let mapping = parts.mem.access(dev)?;
-        (mapping.range(), mapping.size())
-    };
+    let (range, size) = parts.mem.access(dev).map(|m| (m.range(), m.size()))?;
     let capacity_sectors = u64::try_from(size)? / SECTOR_SIZE;
     let nr_hw_queues = kernel::cpu::nr_cpu_ids();
     let tagset = Arc::pin_init(TagSet::new(nr_hw_queues, QUEUE_DEPTH, 1), GFP_KERNEL)?;
@@ -568,8 +569,7 @@ fn build_disk(dev: &device::Device<device::Core<'_>>, parts: DiskParts) -> Resul
         region,
         ..
     } = parts;
-    let batched = Arc::new(Atomic::new(0), GFP_KERNEL)?;
-    let debugfs = BatchDebugfs::new(&name, &batched)?;
+    let debugfs = BatchDebugfs::new(&name)?;
     let queue = KBox::new(
         PmemQueue {
             mem,
@@ -577,7 +577,7 @@ fn build_disk(dev: &device::Device<device::Core<'_>>, parts: DiskParts) -> Resul
             bb,
             name: CString::try_from(&*name)?,
             region: region.clone(),
-            batched,
+            batched: debugfs.count.clone(),
         },
         GFP_KERNEL,
     )?;

@@ -76,18 +76,19 @@ impl Operations for NvmeOps {
     }
 
     /// A task's plugged requests for this disk at once: each goes where `queue_rq` would send
-    /// it, and the doorbells are written after the last one (or when one is refused).
+    /// it, a queue's lock is taken once for the requests in a row that go to it, and the
+    /// doorbells are written after the last one.
     fn queue_rqs(ns: ArcBorrow<'_, Ns>, list: &mut RequestList<'_, Self>) {
-        let (mut requests, mut refused) = (0, 0);
-        while let Some(rq) = list.pop() {
-            requests += 1;
-            let last = list.is_empty();
-            if let Err(refusal) = Self::queue_rq(ns, rq, last) {
-                refused += 1;
-                list.refuse(refusal);
-            }
+        let ctrl = &ns.ctrl;
+        if !matches!(ctrl.state(), CtrlState::Live | CtrlState::Deleting) {
+            // Left on the list: blk-mq hands them to `queue_rq`, which turns them away.
+            return;
         }
-        ns.ctrl.queues.batched.count(requests, refused);
+        let log = ns.passthru_err_log.load(Relaxed);
+        let (requests, refused) = ctrl.queues.submit_batch(list, ns.shape.addr(), |rq| {
+            (rq.is_driver_private() && log, ctrl.faults.delivery())
+        });
+        ctrl.queues.batched.count(requests, refused);
     }
 
     /// The dispatch ended before a request with `is_last`: write the doorbells that wait.

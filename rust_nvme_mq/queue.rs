@@ -22,7 +22,7 @@ use kernel::{
     sync::{
         aref::ARef,
         atomic::{Atomic, Full, Relaxed},
-        new_spinlock_irq, Arc, SpinLockIrq,
+        new_spinlock_irq, Arc, SpinLockIrq, SpinLockIrqGuard,
     },
     time::{delay::fsleep, Delta, Instant, Monotonic},
 };
@@ -455,6 +455,36 @@ impl QueueState {
     }
 }
 
+/// A queue with its lock held, for submissions in a row ([`IoQueue::hold`]). Nothing that takes
+/// the lock again (a reap, another queue's overflow search, `ring_unrung`) may run while it
+/// exists: drop it first.
+pub(crate) struct HeldQueue<'a> {
+    queue: &'a IoQueue,
+    st: SpinLockIrqGuard<'a, QueueState>,
+}
+
+impl HeldQueue<'_> {
+    /// [`IoQueue::submit`] under the held lock.
+    #[inline]
+    pub(crate) fn submit(
+        &mut self,
+        rq: ARef<Request<NvmeOps>>,
+        origin: Origin,
+        cpus: Option<&Cpumask>,
+        how: Submission<'_>,
+    ) -> Result<(), SubmitError> {
+        self.queue
+            .submit_locked(&mut self.st, rq, origin, cpus, how)
+    }
+
+    /// Write the doorbell if commands wait for it (counted in `unrung`).
+    pub(crate) fn ring_unrung(&mut self, unrung: &Unrung) {
+        if self.st.unrung {
+            self.queue.ring(&mut self.st, unrung);
+        }
+    }
+}
+
 /// Why a submission did not happen.
 pub(crate) enum SubmitError {
     /// The queue has no free slot (or none it may lend); the request comes back for another
@@ -588,6 +618,7 @@ impl IoQueue {
     /// Submit `rq` (as `how` says) to this queue if a request of `origin` may have one of its
     /// free slots. `cpus`: the CPUs of the queue's interrupt vector, if it has managed
     /// affinity; the queue is only used while one of them is online.
+    #[inline]
     pub(crate) fn submit(
         &self,
         rq: ARef<Request<NvmeOps>>,
@@ -595,8 +626,30 @@ impl IoQueue {
         cpus: Option<&Cpumask>,
         how: Submission<'_>,
     ) -> Result<(), SubmitError> {
-        let mut guard = self.state.lock();
-        let st = &mut *guard;
+        self.hold().submit(rq, origin, cpus, how)
+    }
+
+    /// Take the queue's lock for a run of submissions (the requests of a `queue_rqs` batch
+    /// that go to this queue in a row), as C's `nvme_submit_cmds` takes its SQ lock once.
+    #[inline]
+    pub(crate) fn hold(&self) -> HeldQueue<'_> {
+        HeldQueue {
+            queue: self,
+            st: self.state.lock(),
+        }
+    }
+
+    /// [`IoQueue::submit`] with the lock held. Always inlined, into `submit` and the batch's
+    /// `HeldQueue::submit`: out of line it cost the unbatched submission a call.
+    #[inline(always)]
+    fn submit_locked(
+        &self,
+        st: &mut QueueState,
+        rq: ARef<Request<NvmeOps>>,
+        origin: Origin,
+        cpus: Option<&Cpumask>,
+        how: Submission<'_>,
+    ) -> Result<(), SubmitError> {
         let cid = match self.claim(st, origin, cpus) {
             Ok(cid) => cid,
             Err(refusal) => return Err(refusal.give_back(rq)),
@@ -638,7 +691,7 @@ impl IoQueue {
 
     /// Move the tail past the command just written there, and write the doorbell if `how`
     /// ends a batch; otherwise the queue waits for it, counted in `how.unrung`.
-    #[inline]
+    #[inline(always)]
     fn publish(&self, st: &mut QueueState, how: &Submission<'_>) {
         st.advance_sq(self.depth);
         if how.last {
@@ -663,7 +716,7 @@ impl IoQueue {
     /// Build the command of `rq` (for the namespace of `how`) into `slot`, of id `cid`,
     /// claimed by [`IoQueue::submit`], and hold the request there. On failure the request is
     /// handed back, and the caller gives the slot back (undoing a mapping made meanwhile).
-    #[inline]
+    #[inline(always)]
     fn prepare(
         &self,
         slot: &mut Slot,

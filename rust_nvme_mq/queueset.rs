@@ -11,12 +11,14 @@
 
 use crate::{
     admin::{AdminQueue, AdminWork},
-    queue::{Delivery, Found, IoQueue, Occupancy, Origin, Submission, SubmitError, Unrung},
+    queue::{
+        Delivery, Found, HeldQueue, IoQueue, Occupancy, Origin, Submission, SubmitError, Unrung,
+    },
     regs::Regs,
     request::{NsAddr, NvmeOps},
 };
 use kernel::{
-    block::mq::{QueueError, Request},
+    block::mq::{QueueError, Request, RequestList},
     cpu::CpuId,
     cpumask::{Cpumask, CpumaskVar},
     irq::{self, IrqReturn},
@@ -100,6 +102,7 @@ impl QueueMap {
 }
 
 /// The queues a request may use, `first..first + count`, and its home queue among them.
+#[derive(Clone, Copy)]
 struct Choice {
     first: usize,
     count: usize,
@@ -241,7 +244,9 @@ impl QueueSet {
 
     /// The queues `rq` may use: the poll queues for a polled request (whose completion raises
     /// no interrupt and is found by `poll` for its context), the interrupt-driven queues for
-    /// any other. Requests never overflow from one kind to the other.
+    /// any other. Requests never overflow from one kind to the other. Always inlined: the
+    /// unbatched submission would otherwise pay a call for it (32 instructions per I/O).
+    #[inline(always)]
     fn choice(&self, rq: &Request<NvmeOps>) -> Choice {
         let nr_irq = self.nr_irq();
         match self.poll_home(rq.hw_queue()).filter(|_| rq.is_polled()) {
@@ -331,12 +336,97 @@ impl QueueSet {
         rq: ARef<Request<NvmeOps>>,
         how: Submission<'_>,
     ) -> Result<(), QueueError<NvmeOps>> {
-        let Choice { first, count, home } = self.choice(&rq);
+        let choice = self.choice(&rq);
         // The home queue first, without building the search: the common case, on the hot path.
-        let mut rq = match self.try_queue(rq, home, home, how) {
+        let rq = match self.try_queue(rq, choice.home, choice.home, how) {
             Ok(outcome) => return outcome,
             Err(back) => back,
         };
+        self.place_elsewhere(rq, choice, how)
+    }
+
+    /// Submit the requests of a `queue_rqs` batch for namespace `ns`, each as
+    /// [`QueueSet::submit`] would (`each` gives its failure logging and delivery), but a home
+    /// queue's lock is kept for the next request when that has the same home (as C's
+    /// `nvme_submit_cmds` takes its SQ lock once per batch), and the doorbells are written
+    /// after the last request. Returns how many requests there were and how many no queue took
+    /// (refused: requeued, or failed).
+    pub(crate) fn submit_batch(
+        &self,
+        list: &mut RequestList<'_, NvmeOps>,
+        ns: NsAddr,
+        mut each: impl FnMut(&Request<NvmeOps>) -> (bool, Delivery),
+    ) -> (u64, u64) {
+        let (mut requests, mut refused) = (0, 0);
+        let mut held = None;
+        while let Some(rq) = list.pop() {
+            requests += 1;
+            let (log_failure, delivery) = each(&rq);
+            let how = Submission {
+                ns,
+                log_failure,
+                delivery,
+                last: false,
+                unrung: &self.unrung,
+            };
+            if let Err(refusal) = self.place_held(&mut held, rq, how) {
+                refused += 1;
+                drop(held.take());
+                list.refuse(refusal);
+            }
+        }
+        if let Some((_, mut queue)) = held.take() {
+            queue.ring_unrung(&self.unrung);
+        }
+        // The queues requests overflowed to.
+        self.ring_unrung();
+        (requests, refused)
+    }
+
+    /// One request of a batch: to its home queue, whose lock `held` holds (taken now if it
+    /// held another queue's, whose doorbell is written first); if that queue does not take it,
+    /// with no lock held, to the other queues as [`QueueSet::place`] tries them.
+    fn place_held<'a>(
+        &'a self,
+        held: &mut Option<(usize, HeldQueue<'a>)>,
+        rq: ARef<Request<NvmeOps>>,
+        how: Submission<'_>,
+    ) -> Result<(), QueueError<NvmeOps>> {
+        let choice = self.choice(&rq);
+        let home = choice.home;
+        if held.as_ref().map(|(qi, _)| *qi) != Some(home) {
+            if let Some((_, mut queue)) = held.take() {
+                queue.ring_unrung(&self.unrung);
+            }
+            *held = self.queues.get(home).map(|q| (home, q.hold()));
+        }
+        let Some((_, queue)) = held.as_mut() else {
+            return Err(QueueError::new(rq, ENOMEM));
+        };
+        let (rq, offline) = match queue.submit(rq, Origin::Own, self.cpus(home), how) {
+            Ok(()) => return Ok(()),
+            Err(SubmitError::Failed(rq, e)) => return Err(QueueError::new(rq, e)),
+            Err(SubmitError::Full(rq)) => (rq, false),
+            Err(SubmitError::Offline(rq)) => (rq, true),
+        };
+        // The overflow search and a reap take queue locks: not with this one held.
+        drop(held.take());
+        if offline {
+            // As in `try_queue`: commands submitted just before the vector went down.
+            self.queues.get(home).map(|q| q.process_completions());
+        }
+        self.place_elsewhere(rq, choice, how)
+    }
+
+    /// [`QueueSet::place`] after the home queue refused `rq`: with `overflow`, the other queues
+    /// of `choice`; `ENOMEM` (blk-mq retries later) if none takes it.
+    fn place_elsewhere(
+        &self,
+        mut rq: ARef<Request<NvmeOps>>,
+        choice: Choice,
+        how: Submission<'_>,
+    ) -> Result<(), QueueError<NvmeOps>> {
+        let Choice { first, count, home } = choice;
         if self.overflow {
             let (at, n) = (home - first, count);
             let tried = if self.scan {

@@ -94,6 +94,7 @@ impl SlotDma<'_> {
 
 /// The command for `rq` on namespace `ns`, mapping its data into the slot's mappings (undone
 /// by the slot when the command is gone, or when this fails).
+#[inline(always)]
 pub(crate) fn command(ns: NsAddr, rq: &Request<NvmeOps>, slot: SlotDma<'_>) -> Result<Sqe> {
     // `lba_shift` is within SECTOR_SHIFT..=PAGE_SHIFT (checked when the namespace is
     // identified), so neither form wraps: they only spare every request the overflow checks.
