@@ -65,12 +65,13 @@ grep -qE '^#\[path = "\.\./\.\./\.\./rust_nvme_mq/policy\.rs"\]$' "$TOP/tools/ov
     || why+=("tools/overflow-model/src/main.rs does not include ../../../rust_nvme_mq/policy.rs")
 # queueset.rs: the policy file as its module, and the submission path through it (the linear
 # scan only with overflow_scan, off by default).
-python3 - "$TOP/rust_nvme_mq/queueset.rs" "$TOP/rust_nvme_mq.rs" <<'EOF' || why+=("rust_nvme_mq/queueset.rs does not include policy.rs as a module, or its submit (and place) does not go through policy::lenders, or the overflow_scan parameter is not off by default")
+python3 - "$TOP/rust_nvme_mq/queueset.rs" "$TOP/rust_nvme_mq.rs" <<'EOF' || why+=("rust_nvme_mq/queueset.rs does not include policy.rs as a module, or its submit (place, place_elsewhere) does not go through policy::lenders, or the overflow_scan parameter is not off by default")
 import re, sys
 src = open(sys.argv[1]).read()
 ok = re.search(r'#\[path = "policy\.rs"\]\s*mod policy;', src)
-# `submit` rings the doorbells around `place`, which picks the queue: the path is both bodies.
-bodies = re.findall(r'fn (?:submit|place)\((.*?)\n    }\n', src, re.S)
+# `submit` rings the doorbells around `place`, which tries the home queue, then
+# `place_elsewhere` the others (also for a `queue_rqs` batch): the path is these bodies.
+bodies = re.findall(r'fn (?:submit|place|place_elsewhere)\((.*?)\n    }\n', src, re.S)
 body = "\n".join(bodies)
 # Once the home queue refused: the linear scan under `if self.scan`, else the lenders.
 bounded = re.search(r'if self\.scan \{.*?\} else \{.*?\blenders\(', body, re.S)
