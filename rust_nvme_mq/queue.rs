@@ -707,10 +707,7 @@ impl IoQueue {
 
     /// Write the doorbell if commands wait for it (counted in `unrung`).
     pub(crate) fn ring_unrung(&self, unrung: &Unrung) {
-        let mut st = self.state.lock();
-        if st.unrung {
-            self.ring(&mut st, unrung);
-        }
+        self.hold().ring_unrung(unrung);
     }
 
     /// Build the command of `rq` (for the namespace of `how`) into `slot`, of id `cid`,
