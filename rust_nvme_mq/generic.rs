@@ -13,8 +13,10 @@ use crate::{
     ctrl::Ctrl,
     link::{CutOnDrop, Link},
     nsdisk::Ns,
+    request::NvmeOps,
 };
 use kernel::{
+    block::mq::gen_disk::GenDisk,
     device::Device,
     fs::File,
     io_uring::{Answer, IssueFlags, SqeCmd, UringCmd},
@@ -28,8 +30,17 @@ use kernel::{
 /// cut before the disk is removed, and to poll, cut after it: removing the disk waits for the
 /// polled commands in flight, which only polling completes.
 pub(crate) struct Links {
-    submit: Arc<Link<Ns>>,
+    submit: Arc<Link<Target>>,
     poll: Arc<Link<Ctrl>>,
+}
+
+/// What the submit link leads to: the namespace, and its disk for io_uring commands. The
+/// generic device goes before the namespace's own link to the disk is cut
+/// ([`NsDisk`](crate::nsdisk::NsDisk)), so while this link leads anywhere the disk is there:
+/// an io_uring command passes this one link, not this one and then the namespace's.
+struct Target {
+    ns: Arc<Ns>,
+    disk: Arc<GenDisk<NvmeOps>>,
 }
 
 /// The misc device type of generic namespace devices.
@@ -49,7 +60,7 @@ impl MiscDevice for NsChardev {
     fn ioctl(links: ArcBorrow<'_, Links>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
         links
             .submit
-            .with(|ns| ns.passthru.ioctl(ns, cmd, arg))
+            .with(|to| to.ns.passthru.ioctl(&to.ns, cmd, arg))
             .map(|r| r as isize)
     }
 
@@ -60,8 +71,8 @@ impl MiscDevice for NsChardev {
         sqe: &SqeCmd,
         flags: IssueFlags,
     ) -> Answer {
-        links.submit.visit(|ns| match ns {
-            Some(ns) => ns.passthru.uring_cmd(ns, cmd, sqe, flags),
+        links.submit.visit(|to| match to {
+            Some(to) => to.ns.passthru.uring_cmd(&to.ns, &to.disk, cmd, sqe, flags),
             None => Answer::Refused(cmd, ENODEV),
         })
     }
@@ -80,19 +91,30 @@ impl MiscDevice for NsChardev {
 /// (waiting for the calls that run), then the device removed; files still open fail with
 /// `ENODEV`, but still poll until the [`PollLink`] is dropped.
 pub(crate) struct Generic {
-    _submit: CutOnDrop<Ns>,
+    _submit: CutOnDrop<Target>,
     _reg: Pin<KBox<MiscDeviceRegistration<NsChardev>>>,
 }
 
 /// The poll link of a generic device's files; cut when dropped, after the disk is removed.
 pub(crate) type PollLink = CutOnDrop<Ctrl>;
 
-/// Register `/dev/rng<C>n<N>` for `ns`, a child of `dev` (the PCI function).
-pub(crate) fn register(ns: &Arc<Ns>, dev: &Device) -> Result<(Generic, PollLink)> {
+/// Register `/dev/rng<C>n<N>` for `ns`, whose disk is `disk`, a child of `dev` (the PCI
+/// function).
+pub(crate) fn register(
+    ns: &Arc<Ns>,
+    disk: &Arc<GenDisk<NvmeOps>>,
+    dev: &Device,
+) -> Result<(Generic, PollLink)> {
     let name = CString::try_from_fmt(fmt!("rng{}n{}", ns.ctrl.index, ns.shape.nsid))?;
     let opts = MiscDeviceOptions { name: c"rng" };
     let poll = Link::new(ns.ctrl.clone())?;
-    let submit = Link::new(ns.clone())?;
+    let submit = Link::new(Arc::new(
+        Target {
+            ns: ns.clone(),
+            disk: disk.clone(),
+        },
+        GFP_KERNEL,
+    )?)?;
     let links = Arc::new(
         Links {
             submit: submit.clone(),

@@ -21,9 +21,13 @@ use crate::{
     le::Le64,
     link::GateClosed,
     nsdisk::{Ns, NsPassthru, NsSet, Revalidated},
+    request::NvmeOps,
 };
 use kernel::{
-    block::mq::{gen_disk::UserData, DRIVER_CMD_SIZE},
+    block::mq::{
+        gen_disk::{GenDisk, UserData},
+        DRIVER_CMD_SIZE,
+    },
     cred::{capable, Capability},
     device::{Bound, Device},
     dma::Coherent,
@@ -215,8 +219,15 @@ impl NsPassthru for Passthru {
         self.ns_ioctl(ns, cmd, arg)
     }
 
-    fn uring_cmd(&self, ns: &Ns, cmd: UringCmd, sqe: &SqeCmd, flags: IssueFlags) -> Answer {
-        self.ns_uring_cmd(ns, cmd, sqe, flags)
+    fn uring_cmd(
+        &self,
+        ns: &Ns,
+        disk: &GenDisk<NvmeOps>,
+        cmd: UringCmd,
+        sqe: &SqeCmd,
+        flags: IssueFlags,
+    ) -> Answer {
+        self.ns_uring_cmd(ns, disk, cmd, sqe, flags)
     }
 }
 
@@ -558,7 +569,14 @@ impl Passthru {
     /// 32-byte CQEs (`EOPNOTSUPP` otherwise). Not allowed, where C allows it: a command that
     /// transfers data (bits 1:0 of the opcode) without data (`EINVAL`): it would name no
     /// buffer, and the controller would move the data from or to bus address 0.
-    fn ns_uring_cmd(&self, ns: &Ns, cmd: UringCmd, sqe: &SqeCmd, flags: IssueFlags) -> Answer {
+    fn ns_uring_cmd(
+        &self,
+        ns: &Ns,
+        disk: &GenDisk<NvmeOps>,
+        cmd: UringCmd,
+        sqe: &SqeCmd,
+        flags: IssueFlags,
+    ) -> Answer {
         let (c, data) = match self.check_uring(ns.shape.nsid, cmd.cmd_op(), sqe, flags) {
             Ok(checked) => checked,
             Err(e) => return Answer::Refused(cmd, e),
@@ -568,10 +586,7 @@ impl Passthru {
             Ok(bytes) => bytes,
             Err(e) => return Answer::Refused(cmd, e),
         };
-        ns.visit_disk(|disk| match disk {
-            Some(disk) => disk.submit_driver_cmd_uring(cmd, c.is_write(), bytes, c.timeout(), data),
-            None => Answer::Refused(cmd, ENODEV),
-        })
+        disk.submit_driver_cmd_uring(cmd, c.is_write(), bytes, c.timeout(), data)
     }
 
     /// Check an io_uring command for the generic device of namespace `nsid`; returns the

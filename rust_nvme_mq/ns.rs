@@ -418,7 +418,9 @@ impl Namespaces {
         let ns = Ns::new(self.ctrl.clone(), shape, ident, self.passthru.clone())?;
         let name = fmt!("rnvme{}n{}", self.ctrl.index, f.nsid);
         let disk = (self.build)(builder, name, self.tagset.clone(), ns.clone())?;
-        NsDisk::new(ns, disk, |ns| generic::register(ns, &self.ctrl_dev))
+        NsDisk::new(ns, disk, |ns, disk| {
+            generic::register(ns, disk, &self.ctrl_dev)
+        })
     }
 
     /// The disk of namespace `f`, to be: its format, the controller's limits and features.

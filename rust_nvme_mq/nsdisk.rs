@@ -29,8 +29,16 @@ use kernel::{
 pub(crate) trait NsPassthru: Send + Sync {
     /// An ioctl on the namespace's disk or generic device.
     fn ioctl(&self, ns: &Ns, cmd: u32, arg: usize) -> Result<i32>;
-    /// An io_uring command on the namespace's generic device.
-    fn uring_cmd(&self, ns: &Ns, cmd: UringCmd, sqe: &SqeCmd, flags: IssueFlags) -> Answer;
+    /// An io_uring command on the namespace's generic device, for `disk`, the namespace's
+    /// disk (the generic device is there only while the disk is).
+    fn uring_cmd(
+        &self,
+        ns: &Ns,
+        disk: &GenDisk<NvmeOps>,
+        cmd: UringCmd,
+        sqe: &SqeCmd,
+        flags: IssueFlags,
+    ) -> Answer;
 }
 
 /// One namespace with a disk.
@@ -46,8 +54,9 @@ pub(crate) struct Ns {
     /// I/O passthrough commands on the namespace that fail are logged (C's disk attribute
     /// `passthru_err_log_enabled`, off by default as in C).
     pub(crate) passthru_err_log: Atomic<bool>,
-    /// The disk, for the commands that come through it or the generic device: connected once
-    /// the disk is built, cut by the removal (waiting for those commands) before the disk goes.
+    /// The disk, for the commands that come through it or the generic device's ioctls (its
+    /// io_uring commands reach the disk through the device's own link): connected once the
+    /// disk is built, cut by the removal (waiting for those commands) before the disk goes.
     disk: Arc<Link<GenDisk<NvmeOps>>>,
     /// Passed by a passthrough command from reading the format to its end, closed while the
     /// format changes: a command is never built with one format and run with another.
@@ -99,11 +108,6 @@ impl Ns {
     /// Call `f` with the disk, unless it is being removed (`ENODEV`).
     pub(crate) fn with_disk<R>(&self, f: impl FnOnce(&GenDisk<NvmeOps>) -> Result<R>) -> Result<R> {
         self.disk.with(f)
-    }
-
-    /// Call `f` with the disk, `None` if it is being removed.
-    pub(crate) fn visit_disk<R>(&self, f: impl FnOnce(Option<&GenDisk<NvmeOps>>) -> R) -> R {
-        self.disk.visit(f)
     }
 
     /// Run `f`, a command built for the namespace's format now (given to it), to its end; the
@@ -206,16 +210,17 @@ pub(crate) struct NsDisk {
 
 impl NsDisk {
     /// Namespace `ns` with its `disk`, built with `ns` as its queue data, and the generic
-    /// device that `generic` registers for it (which returns it and its files' poll link).
+    /// device that `generic` registers for it and its disk (which returns it and its files'
+    /// poll link).
     pub(crate) fn new<G: Send + Sync + 'static>(
         ns: Arc<Ns>,
         disk: GenDisk<NvmeOps>,
-        generic: impl FnOnce(&Arc<Ns>) -> Result<(G, CutOnDrop<Ctrl>)>,
+        generic: impl FnOnce(&Arc<Ns>, &Arc<GenDisk<NvmeOps>>) -> Result<(G, CutOnDrop<Ctrl>)>,
     ) -> Result<Self> {
         let disk = Arc::new(disk, GFP_KERNEL)?;
         // Dropped before `disk` if what follows fails: the link no longer holds the disk.
         let link = ns.disk.set(disk.clone());
-        let (g, poll) = generic(&ns)?;
+        let (g, poll) = generic(&ns, &disk)?;
         let g: KBox<dyn Send + Sync> = KBox::new(g, GFP_KERNEL)?;
         Ok(Self {
             ns,
