@@ -40,10 +40,11 @@ use kernel::{
     time::Delta,
     uaccess::{UserPtr, UserSlice},
 };
+use zerocopy_derive::{Immutable, KnownLayout};
 
 /// `struct nvme_passthru_cmd` (`NVME_IOCTL_ADMIN_CMD`, `NVME_IOCTL_IO_CMD`).
 #[repr(C)]
-#[derive(Clone, Copy, FromBytes, IntoBytes)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
 struct PassthruCmd {
     opcode: u8,
     flags: u8,
@@ -590,14 +591,15 @@ impl Passthru {
     }
 
     /// Check an io_uring command for the generic device of namespace `nsid`; returns the
-    /// command and its data.
-    fn check_uring(
+    /// command (read in place in the copy of the submission entry's command area, which is
+    /// word-aligned) and its data.
+    fn check_uring<'a>(
         &self,
         nsid: u32,
         op: u32,
-        sqe: &SqeCmd,
+        sqe: &'a SqeCmd,
         flags: IssueFlags,
-    ) -> Result<(PassthruCmd, Option<UserData>)> {
+    ) -> Result<(&'a PassthruCmd, Option<UserData>)> {
         let vectored = match op {
             NVME_URING_CMD_IO => false,
             NVME_URING_CMD_IO_VEC => true,
@@ -606,12 +608,8 @@ impl Passthru {
         if !flags.sqe128() || !flags.cqe32() {
             return Err(EOPNOTSUPP);
         }
-        let bytes = sqe
-            .as_bytes()
-            .get(..size_of::<PassthruCmd>())
-            .ok_or(EINVAL)?;
-        let c = PassthruCmd::read_from_bytes(bytes).map_err(|_| EINVAL)?;
-        check_mapped(&c, nsid)?;
+        let (c, _) = PassthruCmd::ref_from_prefix(sqe.as_bytes()).map_err(|_| EINVAL)?;
+        check_mapped(c, nsid)?;
         if c.data_len == 0 {
             return if c.opcode & 3 != 0 {
                 Err(EINVAL)
