@@ -220,6 +220,16 @@ impl NsPassthru for Passthru {
         self.ns_ioctl(ns, cmd, arg)
     }
 
+    /// An io_uring command on the generic device of namespace `ns`:
+    /// `NVME_URING_CMD_IO` (data in one buffer) or `NVME_URING_CMD_IO_VEC` (in the buffers of
+    /// `data_len` `struct iovec`), issued as a driver-private request of the disk with the
+    /// user memory mapped into it, completed when the request ends: the CQE's result is the
+    /// NVMe status (or a negative errno), its second result dword 0-1 of the completion.
+    /// The same checks as `NVME_IOCTL_IO64_CMD_VEC` (root only, no flags or metadata, the
+    /// device's namespace, data only with SGLs), and, like the C driver, 128-byte SQEs and
+    /// 32-byte CQEs (`EOPNOTSUPP` otherwise). Not allowed, where C allows it: a command that
+    /// transfers data (bits 1:0 of the opcode) without data (`EINVAL`): it would name no
+    /// buffer, and the controller would move the data from or to bus address 0.
     fn uring_cmd(
         &self,
         ns: &Ns,
@@ -228,7 +238,16 @@ impl NsPassthru for Passthru {
         sqe: &SqeCmd,
         flags: IssueFlags,
     ) -> Answer {
-        self.ns_uring_cmd(ns, disk, cmd, sqe, flags)
+        let (c, data) = match self.check_uring(ns.shape.nsid, cmd.cmd_op(), sqe, flags) {
+            Ok(checked) => checked,
+            Err(e) => return Answer::Refused(cmd, e),
+        };
+        let mut nvme = c.sqe();
+        let bytes = match driver_cmd(&mut nvme) {
+            Ok(bytes) => bytes,
+            Err(e) => return Answer::Refused(cmd, e),
+        };
+        disk.submit_driver_cmd_uring(cmd, c.is_write(), bytes, c.timeout(), data)
     }
 }
 
@@ -560,36 +579,6 @@ impl Passthru {
 }
 
 impl Passthru {
-    /// An io_uring command on the generic device of namespace `ns`:
-    /// `NVME_URING_CMD_IO` (data in one buffer) or `NVME_URING_CMD_IO_VEC` (in the buffers of
-    /// `data_len` `struct iovec`), issued as a driver-private request of the disk with the
-    /// user memory mapped into it, completed when the request ends: the CQE's result is the
-    /// NVMe status (or a negative errno), its second result dword 0-1 of the completion.
-    /// The same checks as `NVME_IOCTL_IO64_CMD_VEC` (root only, no flags or metadata, the
-    /// device's namespace, data only with SGLs), and, like the C driver, 128-byte SQEs and
-    /// 32-byte CQEs (`EOPNOTSUPP` otherwise). Not allowed, where C allows it: a command that
-    /// transfers data (bits 1:0 of the opcode) without data (`EINVAL`): it would name no
-    /// buffer, and the controller would move the data from or to bus address 0.
-    fn ns_uring_cmd(
-        &self,
-        ns: &Ns,
-        disk: &GenDisk<NvmeOps>,
-        cmd: UringCmd,
-        sqe: &SqeCmd,
-        flags: IssueFlags,
-    ) -> Answer {
-        let (c, data) = match self.check_uring(ns.shape.nsid, cmd.cmd_op(), sqe, flags) {
-            Ok(checked) => checked,
-            Err(e) => return Answer::Refused(cmd, e),
-        };
-        let mut nvme = c.sqe();
-        let bytes = match driver_cmd(&mut nvme) {
-            Ok(bytes) => bytes,
-            Err(e) => return Answer::Refused(cmd, e),
-        };
-        disk.submit_driver_cmd_uring(cmd, c.is_write(), bytes, c.timeout(), data)
-    }
-
     /// Check an io_uring command for the generic device of namespace `nsid`; returns the
     /// command (read in place in the copy of the submission entry's command area, which is
     /// word-aligned) and its data.
