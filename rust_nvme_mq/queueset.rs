@@ -411,9 +411,9 @@ impl QueueSet {
         };
         // The overflow search and a reap take queue locks: not with this one held.
         drop(held.take());
-        if offline {
+        if let Some(q) = self.queues.get(home).filter(|_| offline) {
             // As in `try_queue`: commands submitted just before the vector went down.
-            self.queues.get(home).map(|q| q.process_completions());
+            q.process_completions();
         }
         self.place_elsewhere(rq, choice, how)
     }
