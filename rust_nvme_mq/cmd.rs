@@ -192,23 +192,23 @@ impl Sqe {
     }
 
     /// Set the data pointer.
-    pub(crate) fn prps(self, prp1: u64, prp2: u64) -> Self {
-        Self {
-            prp1: prp1.into(),
-            prp2: prp2.into(),
-            ..self
-        }
+    pub(crate) fn prps(mut self, prp1: u64, prp2: u64) -> Self {
+        self.set_prps(prp1, prp2);
+        self
     }
 
-    /// Set the data pointer to an SGL descriptor.
-    pub(crate) fn sgl(self, desc: SglDesc) -> Self {
+    /// Set the data pointer in place.
+    pub(crate) fn set_prps(&mut self, prp1: u64, prp2: u64) {
+        self.prp1 = prp1.into();
+        self.prp2 = prp2.into();
+    }
+
+    /// Set the data pointer to an SGL descriptor, in place.
+    pub(crate) fn set_sgl(&mut self, desc: SglDesc) {
         let [prp1, prp2] = desc.words();
-        Self {
-            flags: self.flags | PSDT_SGL,
-            prp1: prp1.into(),
-            prp2: prp2.into(),
-            ..self
-        }
+        self.flags |= PSDT_SGL;
+        self.prp1 = prp1.into();
+        self.prp2 = prp2.into();
     }
 
     /// Whether the data pointer is an SGL descriptor.

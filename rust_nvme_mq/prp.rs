@@ -78,7 +78,7 @@ pub(crate) fn build_prps(
 /// PRP1 and PRP2 of one piece of data at `addr`, `len` bytes, that touches at most two pages:
 /// what [`build_prps`] gives for it, without a list or a walk (the common 4 KiB request, as
 /// C's simple path maps it). `None` for anything else, or an empty piece.
-#[inline]
+#[inline(always)]
 pub(crate) fn two_page_prps(addr: u64, len: usize) -> Option<(u64, u64)> {
     let page = PAGE_SIZE as u64;
     let len = len as u64;

@@ -728,9 +728,8 @@ impl IoQueue {
             cid,
             transfer: &self.transfer,
         };
-        match request::command(how.ns, &rq, dma) {
-            Ok(sqe) => slot.sqe = sqe,
-            Err(e) => return Err((rq, e)),
+        if let Err(e) = request::command(how.ns, &rq, dma, &mut slot.sqe) {
+            return Err((rq, e));
         }
         slot.sqe.set_cid(cid);
         slot.log_failure = how.log_failure;
