@@ -10,6 +10,17 @@ instructions, how often it ran per I/O and the instructions per I/O it accounts 
 blocks can be read against the source (a Rust symbol's offsets are those of the .ko's .text).
 
   insn_blocks.py LOG --dumps PREFIX --config rust_none --func try_queue [--ko rust_nvme_mq.ko]
+
+With --lines DEBUG_KO (and --ko), the instructions are summed by source line instead: DEBUG_KO
+is the same module built with debug information (the same sources, `make -C $KBUILD M=DIR
+LLVM=-22 KRUSTFLAGS=-g modules` in a copy of the tree), whose code must be the same as --ko's
+(checked, function by function). Each instruction counts for the driver's own line that led to
+it (the innermost frame of its inline chain in the driver's sources; a kernel-crate function
+the module instantiates counts for its own outermost line), and, in a second table, for where
+it comes from (the innermost frame's file: the driver, the kernel crate, core).
+
+  insn_blocks.py LOG --dumps PREFIX --config rust_none --func rust_nvme_mq \\
+      --ko rust_nvme_mq.ko --lines /tmp/g/rust_nvme_mq.ko
 """
 
 import argparse
@@ -38,6 +49,79 @@ def disassembly(ko, symbol):
     return lines
 
 
+def normalized(ko, symbol):
+    """The instructions of `symbol` in `ko` without addresses, to compare two builds."""
+    return [re.sub(r"[0-9a-f]+ <[^>]*>|0x[0-9a-f]+\(%rip\)", "", t) for _, t in disassembly(ko, symbol)]
+
+
+DRIVER_FILES = re.compile(r"(/rust_nvme_mq/[^/]+\.rs|/rust_nvme_mq\.rs|/rust_pmem\.rs)$")
+
+
+def inline_chains(ko, symbol):
+    """-> {offset within `symbol`: [(file, line, function)], innermost frame first}."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={symbol}", ko],
+                         check=True, capture_output=True, text=True).stdout
+    start = int(re.search(r"^([0-9a-f]+) <", out, re.M).group(1), 16)
+    offs = [o for o, _ in disassembly(ko, symbol)]
+    res = subprocess.run(["llvm-symbolizer-22", f"--obj={ko}", "--inlines", "--functions=linkage"],
+                         input="".join(f"0x{start + o:x}\n" for o in offs),
+                         check=True, capture_output=True, text=True).stdout
+    chains = {}
+    for off, block in zip(offs, res.strip("\n").split("\n\n")):
+        lines = block.splitlines()
+        frames = []
+        for fn, loc in zip(lines[0::2], lines[1::2]):
+            path, line = (loc.rsplit(":", 2) + ["0"])[:2]
+            frames.append((path, int(line) if line.isdigit() else 0, fn))
+        chains[off] = frames
+    return chains
+
+
+def where(frames):
+    """(the driver line an instruction counts for, the file it comes from)."""
+    own = next((f for f in frames if DRIVER_FILES.search(f[0])), frames[-1])
+    path, line, _ = own
+    text = ""
+    try:
+        text = Path(path).read_text().splitlines()[line - 1].strip()
+    except (OSError, IndexError):
+        pass
+    short = "/".join(path.split("/")[-2:])
+    origin = frames[0][0]
+    if DRIVER_FILES.search(origin):
+        group = "driver"
+    else:
+        group = "/".join(origin.split("/")[-3:])
+    return f"{short}:{line}  {text[:70]}", group
+
+
+def by_lines(funcs, blocks, total_ios, ko, debug_ko):
+    """Print the instructions per I/O of `funcs` by driver source line and by origin."""
+    per_line, per_origin = {}, {}
+    for name in sorted(funcs):
+        if normalized(ko, name) != normalized(debug_ko, name):
+            sys.exit(f"insn_blocks: {name} differs between {ko} and {debug_ko}: "
+                     "build the debug copy from the same sources and compiler")
+        chains = inline_chains(debug_ko, name)
+        dis = disassembly(ko, name)
+        for (nm, off), (n, e) in blocks.items():
+            if nm != name:
+                continue
+            for o, _ in [d for d in dis if d[0] >= off][:n]:
+                line, origin = where(chains.get(o, [("?", 0, "?")]))
+                per_line[line] = per_line.get(line, 0) + e / total_ios
+                per_origin[origin] = per_origin.get(origin, 0) + e / total_ios
+    total = sum(per_line.values())
+    print(f"## {len(funcs)} functions: {total:,.1f} instructions per I/O, by driver line\n")
+    for line, v in sorted(per_line.items(), key=lambda x: -x[1]):
+        if v >= 0.5:
+            print(f"{v:7.1f}  {line}")
+    print("\n## by where the instruction comes from (innermost inlined frame)\n")
+    for origin, v in sorted(per_origin.items(), key=lambda x: -x[1]):
+        if v >= 0.5:
+            print(f"{v:7.1f}  {origin}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,7 +130,11 @@ def main():
     ap.add_argument("--config", required=True, help="configuration, e.g. rust_none")
     ap.add_argument("--func", required=True, help="substring of the module symbol(s)")
     ap.add_argument("--ko", help="the module the guest loaded, for the disassembly")
+    ap.add_argument("--lines", metavar="DEBUG_KO",
+                    help="the same module built with debug information: sum by source line")
     args = ap.parse_args()
+    if args.lines and not args.ko:
+        sys.exit("insn_blocks: --lines needs --ko, the module the guest loaded")
 
     marks, ios, ksyms = parse_log(args.log)
     dumps = sorted(Path(args.dumps).parent.glob(Path(args.dumps).name + ".*"),
@@ -74,6 +162,9 @@ def main():
                     b[1] += int(execs)
     if not total_ios:
         sys.exit(f"insn_blocks: no window of configuration '{args.config}' in {args.log}")
+    if args.lines:
+        by_lines(funcs, blocks, total_ios, args.ko, args.lines)
+        return
     for name in sorted(funcs):
         own = sorted((off, v) for (nm, off), v in blocks.items() if nm == name)
         total = sum(n * e for _, (n, e) in own) / total_ios
