@@ -224,10 +224,11 @@ impl QueueSet {
     /// The home queue of the current CPU.
     fn home_queue(&self) -> usize {
         let cpu = CpuId::current().as_u32() as usize;
+        // `map_or_else`: the fallback (a division) only for a CPU the map does not know.
         self.map
             .home
             .get(cpu)
-            .map_or(cpu % self.nr_irq().max(1), |&q| usize::from(q))
+            .map_or_else(|| cpu % self.nr_irq().max(1), |&q| usize::from(q))
     }
 
     /// The CPUs of the interrupt vector of queue `qi`, if it has managed affinity.
