@@ -6,7 +6,7 @@ Takes the same inputs as insn_profile.py (the guest log of run-bench.sh --insn-p
 plugin's dumps) and, for one configuration and every module function whose symbol contains
 SUBSTRING, prints each translation block that ran: its offset in the function, its length in
 instructions, how often it ran per I/O and the instructions per I/O it accounts for. With
---ko, the module's disassembly of each block follows (objdump -d --no-show-raw-insn), so the
+--ko, the module's disassembly of each block follows (llvm-objdump -d --no-show-raw-insn), so the
 blocks can be read against the source (a Rust symbol's offsets are those of the .ko's .text).
 
   insn_blocks.py LOG --dumps PREFIX --config rust_none --func try_queue [--ko rust_nvme_mq.ko]
@@ -32,12 +32,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from insn_profile import parse_log  # noqa: E402
 
+# The LLVM tools setup-host.sh installs with the toolchain (scripts/lib.sh's RBLK_LLVM).
+OBJDUMP = "llvm-objdump-22"
+SYMBOLIZER = "llvm-symbolizer-22"
+PREFIXES = ("lock", "rep", "repne", "repe", "notrack")
+
 
 def disassembly(ko, symbol):
     """-> [(offset within the function, text)] of `symbol` in `ko`."""
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={symbol}", ko],
+    out = subprocess.run([OBJDUMP, "-d", "--no-show-raw-insn", f"--disassemble-symbols={symbol}", ko],
                          check=True, capture_output=True, text=True).stdout
-    lines, start = [], None
+    lines, start, prefix = [], None, None
     for line in out.splitlines():
         m = re.match(r"^([0-9a-f]+) <", line)
         if m:
@@ -45,7 +50,15 @@ def disassembly(ko, symbol):
             continue
         m = re.match(r"^\s+([0-9a-f]+):\s+(.*)$", line)
         if m and start is not None:
-            lines.append((int(m.group(1), 16) - start, m.group(2)))
+            off, text = int(m.group(1), 16) - start, m.group(2).strip()
+            # llvm-objdump prints a prefix (lock, rep) on a line of its own: one instruction.
+            if text in PREFIXES:
+                prefix = (off, text)
+                continue
+            if prefix:
+                off, text = prefix[0], f"{prefix[1]} {text}"
+                prefix = None
+            lines.append((off, text))
     return lines
 
 
@@ -59,11 +72,11 @@ DRIVER_FILES = re.compile(r"(/rust_nvme_mq/[^/]+\.rs|/rust_nvme_mq\.rs|/rust_pme
 
 def inline_chains(ko, symbol):
     """-> {offset within `symbol`: [(file, line, function)], innermost frame first}."""
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={symbol}", ko],
+    out = subprocess.run([OBJDUMP, "-d", "--no-show-raw-insn", f"--disassemble-symbols={symbol}", ko],
                          check=True, capture_output=True, text=True).stdout
     start = int(re.search(r"^([0-9a-f]+) <", out, re.M).group(1), 16)
     offs = [o for o, _ in disassembly(ko, symbol)]
-    res = subprocess.run(["llvm-symbolizer-22", f"--obj={ko}", "--inlines", "--functions=linkage"],
+    res = subprocess.run([SYMBOLIZER, f"--obj={ko}", "--inlines", "--functions=linkage"],
                          input="".join(f"0x{start + o:x}\n" for o in offs),
                          check=True, capture_output=True, text=True).stdout
     chains = {}

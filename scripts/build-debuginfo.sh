@@ -25,6 +25,7 @@ EOF
 case "${1:-}" in
     -h | --help) usage; exit 0 ;;
     "") usage_error "DIR is missing" ;;
+    -*) unknown_arg "$1" ;;
 esac
 [[ $# -eq 1 ]] || unknown_arg "$2"
 dir=$1
@@ -41,6 +42,6 @@ cp -r "$root/tests/modules" "$dir/tests/"
 make -C "$KBUILD" M="$(cd "$dir" && pwd)" LLVM="$RBLK_LLVM" KRUSTFLAGS=-g modules >"$dir/build.log" 2>&1 ||
     die "the build with debug information failed (last lines of $dir/build.log:
 $(tail -5 "$dir/build.log"))"
-readelf -S "$dir/rust_nvme_mq.ko" | grep -q '\.debug_line' ||
+"llvm-readelf$RBLK_LLVM" -S "$dir/rust_nvme_mq.ko" | grep -q '\.debug_line' ||
     die "$dir/rust_nvme_mq.ko has no line information: KRUSTFLAGS=-g did not reach rustc"
 echo "$PROG: $dir/rust_nvme_mq.ko and $dir/rust_pmem.ko, with debug information"

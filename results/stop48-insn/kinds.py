@@ -36,7 +36,7 @@ for spec in specs:
             if nm!=name: continue
             for o,t in [d for d in dis if d[0]>=off][:n]:
                 op=t.split()[0]
-                if op in ('push','pop','ret') or (op in ('sub','add') and t.endswith('%rsp')): k='push/pop/ret/frame'
+                if (op.startswith(('push','pop','ret')) and not op.startswith(('pushf','popf'))) or (op.startswith(('sub','add')) and t.split('#')[0].strip().endswith('%rsp')): k='push/pop/ret/frame'
                 elif '(%rsp)' in t: k='stack memory (spill, reload, locals)'
                 elif op.startswith('call') or op.startswith('jmp') and '*' in t: k='calls'
                 else: k='other'
