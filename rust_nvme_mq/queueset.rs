@@ -122,6 +122,9 @@ pub(crate) struct QueueSet {
     queues: KVec<Arc<IoQueue>>,
     /// How many of `queues` (the last ones) are poll queues.
     nr_poll: usize,
+    /// How many of `queues` (the first ones) are interrupt-driven: `queues.len() - nr_poll`,
+    /// kept so that a submission does not compute it (with its overflow check) again.
+    nr_irq: usize,
     /// Whether a request may go to another queue when its home queue is full.
     overflow: bool,
     /// Overflow tries every queue in turn (the linear scan, `overflow_scan`, for comparison)
@@ -175,11 +178,13 @@ impl QueueSet {
         overflow: bool,
         scan: bool,
     ) -> Result<Self> {
-        let map = QueueMap::new(irqs, queues.len() - nr_poll)?;
+        let nr_irq = queues.len().checked_sub(nr_poll).ok_or(EINVAL)?;
+        let map = QueueMap::new(irqs, nr_irq)?;
         Ok(Self {
             nr_vectors: irqs.len(),
             queues,
             nr_poll,
+            nr_irq,
             overflow,
             scan,
             map,
@@ -196,7 +201,7 @@ impl QueueSet {
 
     /// How many queues are interrupt-driven: the first ones.
     pub(crate) fn nr_irq(&self) -> usize {
-        self.queues.len() - self.nr_poll
+        self.nr_irq
     }
 
     pub(crate) fn nr_poll(&self) -> usize {
