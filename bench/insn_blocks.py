@@ -40,6 +40,11 @@ PREFIXES = ("lock", "rep", "repne", "repe", "notrack")
 
 def disassembly(ko, symbol):
     """-> [(offset within the function, text)] of `symbol` in `ko`."""
+    return disassemble(ko, symbol)[1]
+
+
+def disassemble(ko, symbol):
+    """-> (the address of `symbol` in `ko`, [(offset within it, text)])."""
     out = subprocess.run([OBJDUMP, "-d", "--no-show-raw-insn", f"--disassemble-symbols={symbol}", ko],
                          check=True, capture_output=True, text=True).stdout
     lines, start, prefix = [], None, None
@@ -59,23 +64,20 @@ def disassembly(ko, symbol):
                 off, text = prefix[0], f"{prefix[1]} {text}"
                 prefix = None
             lines.append((off, text))
-    return lines
+    return start, lines
 
 
-def normalized(ko, symbol):
-    """The instructions of `symbol` in `ko` without addresses, to compare two builds."""
-    return [re.sub(r"[0-9a-f]+ <[^>]*>|0x[0-9a-f]+\(%rip\)", "", t) for _, t in disassembly(ko, symbol)]
+def normalized(lines):
+    """The instructions of a disassembly without addresses, to compare two builds."""
+    return [re.sub(r"[0-9a-f]+ <[^>]*>|0x[0-9a-f]+\(%rip\)", "", t) for _, t in lines]
 
 
 DRIVER_FILES = re.compile(r"(/rust_nvme_mq/[^/]+\.rs|/rust_nvme_mq\.rs|/rust_pmem\.rs)$")
 
 
-def inline_chains(ko, symbol):
-    """-> {offset within `symbol`: [(file, line, function)], innermost frame first}."""
-    out = subprocess.run([OBJDUMP, "-d", "--no-show-raw-insn", f"--disassemble-symbols={symbol}", ko],
-                         check=True, capture_output=True, text=True).stdout
-    start = int(re.search(r"^([0-9a-f]+) <", out, re.M).group(1), 16)
-    offs = [o for o, _ in disassembly(ko, symbol)]
+def inline_chains(ko, start, offs):
+    """-> {offset: [(file, line, function)], innermost frame first} of the instructions at
+    offsets `offs` of the function at `start` in `ko`."""
     res = subprocess.run([SYMBOLIZER, f"--obj={ko}", "--inlines", "--functions=linkage"],
                          input="".join(f"0x{start + o:x}\n" for o in offs),
                          check=True, capture_output=True, text=True).stdout
@@ -112,11 +114,12 @@ def by_lines(funcs, blocks, total_ios, ko, debug_ko):
     """Print the instructions per I/O of `funcs` by driver source line and by origin."""
     per_line, per_origin = {}, {}
     for name in sorted(funcs):
-        if normalized(ko, name) != normalized(debug_ko, name):
+        dis = disassembly(ko, name)
+        start, debug_dis = disassemble(debug_ko, name)
+        if normalized(dis) != normalized(debug_dis):
             sys.exit(f"insn_blocks: {name} differs between {ko} and {debug_ko}: "
                      "build the debug copy from the same sources and compiler")
-        chains = inline_chains(debug_ko, name)
-        dis = disassembly(ko, name)
+        chains = inline_chains(debug_ko, start, [o for o, _ in debug_dis])
         for (nm, off), (n, e) in blocks.items():
             if nm != name:
                 continue
@@ -135,6 +138,40 @@ def by_lines(funcs, blocks, total_ios, ko, debug_ko):
             print(f"{v:7.1f}  {origin}")
 
 
+def collect_blocks(log, dumps_prefix, config, substring):
+    """-> ({(symbol, offset): [instructions, executions]}, I/Os, {symbol: address}): the
+    translation blocks of the module functions whose symbol contains `substring` that ran in
+    the windows of `config`, summed over them (also for other scripts, e.g. a stop's
+    results/*/kinds.py)."""
+    marks, ios, ksyms = parse_log(log)
+    dumps = sorted(Path(dumps_prefix).parent.glob(Path(dumps_prefix).name + ".*"),
+                   key=lambda p: int(p.suffix[1:]))
+    blocks, total_ios, funcs = {}, 0, {}
+    for k, key in enumerate(marks):
+        if key[0] != config:
+            continue
+        if 2 * k + 1 >= len(dumps):
+            sys.exit(f"insn_blocks: no dump for window {k} ({key})")
+        syms = sorted(ksyms.get(key, []))
+        # The symbol's end: the next symbol of the module.
+        ranges = [(a, syms[i + 1][0] if i + 1 < len(syms) else a + 0x10000, name)
+                  for i, (a, name, _) in enumerate(syms) if substring in name]
+        if not ranges:
+            sys.exit(f"insn_blocks: no module symbol contains '{substring}' in {key}")
+        total_ios += ios[key]
+        for line in dumps[2 * k + 1].read_text().splitlines():
+            vaddr, n, execs = line.split()
+            addr = int(vaddr, 16)
+            for start, end, name in ranges:
+                if start <= addr < end:
+                    funcs[name] = start
+                    b = blocks.setdefault((name, addr - start), [int(n), 0])
+                    b[1] += int(execs)
+    if not total_ios:
+        sys.exit(f"insn_blocks: no window of configuration '{config}' in {log}")
+    return blocks, total_ios, funcs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -149,32 +186,7 @@ def main():
     if args.lines and not args.ko:
         sys.exit("insn_blocks: --lines needs --ko, the module the guest loaded")
 
-    marks, ios, ksyms = parse_log(args.log)
-    dumps = sorted(Path(args.dumps).parent.glob(Path(args.dumps).name + ".*"),
-                   key=lambda p: int(p.suffix[1:]))
-    blocks, total_ios, funcs = {}, 0, {}
-    for k, key in enumerate(marks):
-        if key[0] != args.config:
-            continue
-        if 2 * k + 1 >= len(dumps):
-            sys.exit(f"insn_blocks: no dump for window {k} ({key})")
-        syms = sorted(ksyms.get(key, []))
-        # The symbol's end: the next symbol of the module.
-        ranges = [(a, syms[i + 1][0] if i + 1 < len(syms) else a + 0x10000, name)
-                  for i, (a, name, _) in enumerate(syms) if args.func in name]
-        if not ranges:
-            sys.exit(f"insn_blocks: no module symbol contains '{args.func}' in {key}")
-        total_ios += ios[key]
-        for line in dumps[2 * k + 1].read_text().splitlines():
-            vaddr, n, execs = line.split()
-            addr = int(vaddr, 16)
-            for start, end, name in ranges:
-                if start <= addr < end:
-                    funcs[name] = start
-                    b = blocks.setdefault((name, addr - start), [int(n), 0])
-                    b[1] += int(execs)
-    if not total_ios:
-        sys.exit(f"insn_blocks: no window of configuration '{args.config}' in {args.log}")
+    blocks, total_ios, funcs = collect_blocks(args.log, args.dumps, args.config, args.func)
     if args.lines:
         by_lines(funcs, blocks, total_ios, args.ko, args.lines)
         return

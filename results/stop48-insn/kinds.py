@@ -10,25 +10,11 @@ import sys, collections
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'bench'))
 import insn_blocks as ib
-from pathlib import Path
-from insn_profile import parse_log
-log,dumps,config=sys.argv[1:4]; specs=sys.argv[4:]  # ko:substring
-marks, ios, ksyms = parse_log(log)
-dl = sorted(Path(dumps).parent.glob(Path(dumps).name + ".*"), key=lambda p: int(p.suffix[1:]))
-res=collections.Counter(); tot=0
+log, dumps, config = sys.argv[1:4]; specs = sys.argv[4:]  # ko:substring
+res = collections.Counter()
 for spec in specs:
-    ko,sub=spec.split(':')
-    blocks, total, funcs = {}, 0, {}
-    for k, key in enumerate(marks):
-        if key[0] != config: continue
-        syms = sorted(ksyms.get(key, []))
-        ranges = [(a, syms[i+1][0] if i+1 < len(syms) else a+0x10000, name) for i,(a,name,_) in enumerate(syms) if sub in name]
-        total += ios[key]
-        for line in dl[2*k+1].read_text().splitlines():
-            v,n,e=line.split(); a=int(v,16)
-            for s,en,name in ranges:
-                if s<=a<en:
-                    funcs[name]=s; b=blocks.setdefault((name,a-s),[int(n),0]); b[1]+=int(e)
+    ko, sub = spec.split(':')
+    blocks, total, funcs = ib.collect_blocks(log, dumps, config, sub)
     for name in funcs:
         dis=ib.disassembly(ko,name)
         if not dis: continue
