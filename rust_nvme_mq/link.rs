@@ -14,16 +14,16 @@ use kernel::{
 
 /// What the open files of a character device reach the driver through: for the controller's
 /// device its namespaces (for a rescan, and the Identify strings) and its passthrough ioctls,
-/// for a namespace's generic device its disk (`generic.rs`). Cut when the device goes
-/// ([`Link::cut`]: at unbind, or when the namespace's disk is removed), so that a file held
-/// open keeps neither the controller nor its DMA memory (queues, the bounce buffer) nor the
-/// disk past that: its calls then fail with `ENODEV`. Calls run side by side, each counted
-/// while it runs ([`Link::with`]); cutting waits for them.
+/// for a namespace's generic device its namespace and disk together (`generic.rs`). Cut when
+/// the device goes ([`Link::cut`]: at unbind, or when the namespace's disk is removed), so
+/// that a file held open keeps neither the controller nor its DMA memory (queues, the bounce
+/// buffer) nor the disk past that: its calls then fail with `ENODEV`. Calls run side by side,
+/// each counted while it runs ([`Link::with`]); cutting waits for them.
 #[pin_data]
 pub(crate) struct Link<T: Send + Sync> {
     /// A spinlock, not a mutex: held only to read or swap the reference and count a call in
-    /// (every io_uring passthrough command passes two links; a mutex cost 40 instructions per
-    /// pass more). What it leads to is dropped with the lock released: the last reference to
+    /// (every io_uring passthrough command passes one; a mutex cost 40 instructions per pass
+    /// more). What it leads to is dropped with the lock released: the last reference to
     /// a disk removes it, which sleeps.
     #[pin]
     state: SpinLock<Option<Arc<T>>>,
