@@ -8,7 +8,7 @@
 use crate::{
     cmd::{self, SglDesc, Sqe},
     prp::{build_prps, two_page_prps, PRP_LIST_ENTRIES},
-    sgl::build_sgl,
+    sgl::{self, build_sgl},
     transfer::{ListArea, SlotLists, Transfer, MAX_SEGMENTS},
 };
 use kernel::{
@@ -230,6 +230,11 @@ fn map_data(rq: &Request<NvmeOps>, slot: SlotDma<'_>, user: bool) -> Result<Data
             Err(_) if slot.transfer.sgl => {}
             Err(e) => return Err(e),
         }
+    } else if let Some(seg) = one {
+        // One segment needs no list: its descriptor goes into the command, without looking
+        // up the slot's list area. (Data that PRPs could not describe falls through to
+        // `build_sgl`, which does the same for one segment.)
+        return Ok(DataPtr::Sgl(sgl::data_block(seg)?));
     }
     let list = slot.list()?;
     let put = |i, desc| list.write_desc(i, desc);

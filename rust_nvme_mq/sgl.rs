@@ -7,6 +7,17 @@
 use crate::cmd::{SglDesc, SGL_DESC_WORDS};
 use kernel::prelude::*;
 
+/// The Data Block descriptor of one segment (bus address, length): `EINVAL` for an empty
+/// segment or one of 4 GiB or more, which a descriptor cannot describe.
+#[inline(always)]
+pub(crate) fn data_block((addr, len): (u64, usize)) -> Result<SglDesc> {
+    let len = u32::try_from(len).map_err(|_| EINVAL)?;
+    if len == 0 {
+        return Err(EINVAL);
+    }
+    Ok(SglDesc::data_block(addr, len))
+}
+
 /// Build the SGL of a transfer made of `segs` (bus address, length): the descriptor for the
 /// command's data pointer. Descriptors of a list are written with `put` (index, descriptor);
 /// there is room for `max` of them, at bus address `list_addr`.
@@ -18,12 +29,11 @@ pub(crate) fn build_sgl(
 ) -> Result<SglDesc> {
     let mut first = None;
     let mut n = 0;
-    for (addr, len) in segs {
-        let len = u32::try_from(len).map_err(|_| EINVAL)?;
-        if len == 0 || n == max {
+    for seg in segs {
+        let desc = data_block(seg)?;
+        if n == max {
             return Err(EINVAL);
         }
-        let desc = SglDesc::data_block(addr, len);
         match first {
             // One segment needs no list: its descriptor goes into the command.
             None => first = Some(desc),
