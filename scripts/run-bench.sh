@@ -114,6 +114,14 @@ if ((PREPARE)); then
     "$TOP/scripts/prepare.sh" --no-builtin || die "scripts/prepare.sh failed (kernel, modules or guest tools), see above"
 else
     [[ -f "$OUT/env" ]] || die "--no-prepare but $OUT/env does not exist: run scripts/prepare.sh first"
+    # The guest loads the modules prepare.sh installed, not what 'make' built since.
+    # shellcheck source=/dev/null
+    source "$OUT/env"
+    installed=$OUT/modules-$(basename "$KBUILD")/rust_nvme_mq.ko
+    if [[ -f $TOP/rust_nvme_mq.ko && -f $installed ]] &&
+        [[ $(sha256sum <"$TOP/rust_nvme_mq.ko") != $(sha256sum <"$installed") ]]; then
+        echo "run-bench: note: --no-prepare measures $installed (installed by scripts/prepare.sh), not $TOP/rust_nvme_mq.ko, which differs from it" >&2
+    fi
 fi
 
 if [[ -n $BASE_KO ]]; then
