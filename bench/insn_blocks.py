@@ -43,15 +43,26 @@ def disassembly(ko, symbol):
     return disassemble(ko, symbol)[1]
 
 
-def disassemble(ko, symbol):
-    """-> (the address of `symbol` in `ko`, [(offset within it, text)])."""
-    out = subprocess.run([OBJDUMP, "-d", "--no-show-raw-insn", f"--disassemble-symbols={symbol}", ko],
+def disassemble(ko, symbol, relocs=False, objdump=OBJDUMP):
+    """-> (the address of `symbol` in `ko`, or None if it has none; [(offset within it, text)]),
+    one entry per instruction (a prefix printed on a line of its own joins its instruction).
+    With `relocs`, an instruction a relocation applies to has the relocation's target appended."""
+    out = subprocess.run([objdump, "-dr" if relocs else "-d", "--no-show-raw-insn",
+                          f"--disassemble-symbols={symbol}", ko],
                          check=True, capture_output=True, text=True).stdout
     lines, start, prefix = [], None, None
     for line in out.splitlines():
         m = re.match(r"^([0-9a-f]+) <", line)
         if m:
             start = int(m.group(1), 16)
+            continue
+        # A relocation has a line of its own, "offset: R_X86_64_... target", after its
+        # instruction: not an instruction.
+        m = re.match(r"^\s+[0-9a-f]+:\s+R_X86_64_\S+\s+(\S+)", line)
+        if m:
+            if lines:
+                off, text = lines[-1]
+                lines[-1] = (off, f"{text}   <{m.group(1)}>")
             continue
         m = re.match(r"^\s+([0-9a-f]+):\s+(.*)$", line)
         if m and start is not None:

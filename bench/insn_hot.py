@@ -15,15 +15,12 @@ Example, the submission path of rust_nvme_mq in the `rust_none` window:
 """
 
 import argparse
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from insn_blocks import disassemble  # noqa: E402
 from insn_profile import parse_log  # noqa: E402
-
-INSN = re.compile(r"\s*([0-9a-f]+):\s+(.*)")
 
 
 def window_blocks(dump, start, end):
@@ -35,27 +32,6 @@ def window_blocks(dump, start, end):
         if start <= addr < end:
             blocks.setdefault(addr - start, []).append((int(n), int(execs)))
     return blocks
-
-
-def disassembly(module, symbol, objdump):
-    """-> [(offset, text)] of `symbol` in `module`, relocation targets appended."""
-    nm = subprocess.run(["nm", module], capture_output=True, text=True, check=True).stdout
-    base = next((int(f[0], 16) for f in (l.split() for l in nm.splitlines())
-                 if len(f) == 3 and f[2] == symbol), None)
-    if base is None:
-        sys.exit(f"insn_hot: {symbol} is not in {module} (another build of the module?)")
-    out = subprocess.run([objdump, "-dr", "--no-show-raw-insn", module,
-                          f"--disassemble-symbols={symbol}"],
-                         capture_output=True, text=True, check=True).stdout
-    insts = []
-    for line in out.splitlines():
-        m = INSN.match(line)
-        if m:
-            insts.append((int(m.group(1), 16) - base, m.group(2)))
-        elif "R_X86" in line and insts:
-            off, text = insts[-1]
-            insts[-1] = (off, f"{text}   <{line.split()[-1]}>")
-    return insts
 
 
 def main():
@@ -84,7 +60,9 @@ def main():
     end = syms[i + 1][0] if i + 1 < len(syms) else start + 0x100000
     dump = f"{args.dumps}.{2 * marks.index(key) + 1}"
     blocks = window_blocks(dump, start, end)
-    insts = disassembly(args.module, symbol, args.objdump)
+    base, insts = disassemble(args.module, symbol, relocs=True, objdump=args.objdump)
+    if base is None:
+        sys.exit(f"insn_hot: {symbol} is not in {args.module} (another build of the module?)")
     index = {off: k for k, (off, _) in enumerate(insts)}
     runs = [0] * len(insts)
     for off, translations in blocks.items():
