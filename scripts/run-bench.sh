@@ -114,19 +114,21 @@ if ((PREPARE)); then
     "$TOP/scripts/prepare.sh" --no-builtin || die "scripts/prepare.sh failed (kernel, modules or guest tools), see above"
 else
     [[ -f "$OUT/env" ]] || die "--no-prepare but $OUT/env does not exist: run scripts/prepare.sh first"
+fi
+# shellcheck source=/dev/null
+source "$OUT/env"
+if ((!PREPARE)); then
     # The guest loads the modules prepare.sh installed, not what 'make' built since.
-    # shellcheck source=/dev/null
-    source "$OUT/env"
-    installed=$OUT/modules-$(basename "$KBUILD")/rust_nvme_mq.ko
-    if [[ -f $TOP/rust_nvme_mq.ko && -f $installed ]] &&
-        [[ $(sha256sum <"$TOP/rust_nvme_mq.ko") != $(sha256sum <"$installed") ]]; then
-        echo "run-bench: note: --no-prepare measures $installed (installed by scripts/prepare.sh), not $TOP/rust_nvme_mq.ko, which differs from it" >&2
-    fi
+    for ko in rust_nvme_mq.ko rust_pmem.ko; do
+        installed=$OUT/modules-$(basename "$KBUILD")/$ko
+        if [[ -f $TOP/$ko && -f $installed ]] &&
+            [[ $(sha256sum <"$TOP/$ko") != $(sha256sum <"$installed") ]]; then
+            echo "run-bench: note: --no-prepare measures $installed (installed by scripts/prepare.sh), not $TOP/$ko, which differs from it" >&2
+        fi
+    done
 fi
 
 if [[ -n $BASE_KO ]]; then
-    # shellcheck source=/dev/null
-    source "$OUT/env"
     cp "$BASE_KO" "$OUT/modules-$(basename "$KBUILD")/rust_nvme_mq_base.ko" ||
         die "cannot put $BASE_KO beside the modules in $OUT/modules-$(basename "$KBUILD")"
 fi
@@ -134,8 +136,6 @@ fi
 #   dumps to $RESULTS/insn-PART.dump.N, one at each guest sync(2).
 insn_plugin() {
     local so=$OUT/insn_count.so addr
-    # shellcheck source=/dev/null
-    source "$OUT/env"
     gcc -O2 -shared -fPIC -fvisibility=hidden -o "$so" "$TOP/tools/insn-count/insn_count.c" ||
         die "cannot build the QEMU plugin tools/insn-count/insn_count.c (gcc)"
     addr=$(awk '$3 == "__x64_sys_sync" { print $1 }' "$KBUILD/System.map")
@@ -192,8 +192,6 @@ for part in "${PARTS[@]}"; do
         [[ $part == pmem || $part == nvme* ]] || die "--insn-profile is for the pmem and nvme parts, not $part"
         [[ $mode == icount ]] || die "--insn-profile needs --mode icount"
         log="$RESULTS/insn-$part.log"
-        # shellcheck source=/dev/null
-        source "$OUT/env"
         plugin=$(insn_plugin "$part")
         ramp=0
     fi
